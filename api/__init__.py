@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI). Knows HTTP; the store knows nothing of it."""

@@ -1,0 +1,1 @@
+"""Alembic migrations: one reviewed revision per schema change."""

@@ -1,0 +1,1 @@
+"""convo-store: an event-sourced conversation store for LLM agents."""

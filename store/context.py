@@ -1,0 +1,58 @@
+"""Agent profiles and context slots: per-agent state the assembler renders.
+
+These are state, not messages. The assembler renders them fresh into the
+"special user" block at every build, so a TODO that changed a moment ago is
+what the model sees next (the seeds' last complaint was stale content).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from store.messages import MAIN_AGENT
+
+TodoStatus = Literal["pending", "in_progress", "completed"]
+
+# The built-in slots, in the order the special block renders them. Any other
+# slot name is a custom slot, rendered after these, sorted by name.
+ROLE_DEFINITION = "role_definition"
+TODO = "todo"
+USEFUL_INFO = "useful_info"
+FOLDER_NOTES = "folder_notes"
+BUILTIN_SLOTS: tuple[str, ...] = (ROLE_DEFINITION, TODO, USEFUL_INFO, FOLDER_NOTES)
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TodoItem(_Value):
+    id: str = Field(min_length=1)
+    content: str
+    status: TodoStatus = "pending"
+
+
+class AgentProfile(_Value):
+    """How one agent of a conversation is configured.
+
+    `system_prompt` is the agent's custom system prompt; `role_definition`
+    is `mainAgentRole` / `subAgentRole` in the seeds. A sub-agent must have a
+    role definition before a payload is built for it.
+    """
+
+    agent_id: str = MAIN_AGENT
+    is_sub_agent: bool = False
+    system_prompt: str | None = None
+    role_definition: str | None = None
+
+
+class ContextSlots(_Value):
+    """The latest value of each context slot of one agent (role definition
+    lives on the `AgentProfile`)."""
+
+    todo: tuple[TodoItem, ...] = ()
+    useful_info: str | None = None
+    folder_notes: str | None = None
+    custom: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Projections: query-ready views kept current from the event log."""

@@ -1,0 +1,107 @@
+"""The event log's tables: conversation streams, events, idempotent appends.
+
+Constraint names are chosen here, explicitly: `store.db` maps a violation
+of a named constraint to our own error (e.g. `uq_events_stream_version` →
+`ConcurrencyConflict`), so a rename is a behaviour change and shows in
+review. Projection tables live in `store.projections.tables`, on the same
+`metadata`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+DEFAULT_TENANT = "default"
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", UUID(as_uuid=True), nullable=False),
+    Column("tenant", Text, nullable=False, server_default=text(f"'{DEFAULT_TENANT}'")),
+    # Number of events in the stream: the optimistic-concurrency token.
+    Column("version", BigInteger, nullable=False, server_default=text("0")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("archived_at", DateTime(timezone=True), nullable=True),
+    # A deleted conversation keeps this row as a tombstone (so its id cannot
+    # be reused by mistake); its events and projection rows are purged.
+    Column("deleted_at", DateTime(timezone=True), nullable=True),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    PrimaryKeyConstraint("id", name="pk_conversations"),
+    CheckConstraint("version >= 0", name="ck_conversations_version_not_negative"),
+    Index("ix_conversations_tenant_updated_at", "tenant", "updated_at"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    # Global position: from a sequence, so it has gaps and is NOT commit
+    # order. Readers of the global feed order by (transaction_id, position);
+    # see store.log for why.
+    Column("position", BigInteger, Identity(always=True), nullable=False),
+    Column(
+        "conversation_id",
+        UUID(as_uuid=True),
+        ForeignKey("conversations.id", name="fk_events_conversation_id_conversations"),
+        nullable=False,
+    ),
+    Column("version", BigInteger, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("data", JSONB, nullable=False),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    # A client-chosen id (a client message id): a retried append that
+    # carries it returns the original event instead of writing it twice.
+    Column("client_id", Text, nullable=True),
+    Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # The writing transaction's id (xid8, stored as bigint: 64-bit xids fit
+    # for the next few hundred years and bigint compares and indexes plainly).
+    Column(
+        "transaction_id",
+        BigInteger,
+        nullable=False,
+        server_default=text("(pg_current_xact_id()::text)::bigint"),
+    ),
+    PrimaryKeyConstraint("position", name="pk_events"),
+    UniqueConstraint("conversation_id", "version", name="uq_events_stream_version"),
+    UniqueConstraint("conversation_id", "client_id", name="uq_events_client_id"),
+    CheckConstraint("version >= 1", name="ck_events_version_positive"),
+    Index("ix_events_feed", "transaction_id", "position"),
+)
+
+append_requests = Table(
+    "append_requests",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    # sha256 of the canonical JSON of the request's events: the same key
+    # with different content is refused, not silently answered.
+    Column("request_hash", Text, nullable=False),
+    Column("first_version", BigInteger, nullable=False),
+    Column("last_version", BigInteger, nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("conversation_id", "idempotency_key", name="pk_append_requests"),
+)
