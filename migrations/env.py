@@ -12,12 +12,16 @@ import os
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from store.projections import tables as _projection_tables  # noqa: F401  (registers tables)
+from store.projections.tables import is_role_partition
 from store.schema import metadata
 from store.settings import sqlalchemy_url
 
 config = context.config
 target_metadata = metadata
+
+
+def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    return not (type_ == "table" and name is not None and is_role_partition(name))
 
 
 def _run(connection: Connection) -> None:
@@ -26,6 +30,7 @@ def _run(connection: Connection) -> None:
         target_metadata=target_metadata,
         compare_type=True,
         compare_server_default=True,
+        include_name=_include_name,
         transaction_per_migration=True,
     )
     with context.begin_transaction():

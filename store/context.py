@@ -7,7 +7,8 @@ what the model sees next (the seeds' last complaint was stale content).
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,3 +57,18 @@ class ContextSlots(_Value):
     useful_info: str | None = None
     folder_notes: str | None = None
     custom: dict[str, str] = Field(default_factory=dict)
+
+
+def slots_from_values(values: Mapping[str, Any]) -> ContextSlots:
+    """ContextSlots from stored slot values (name → text, or todo items)."""
+    return ContextSlots(
+        todo=tuple(TodoItem.model_validate(i) for i in values.get(TODO) or ()),
+        useful_info=values.get(USEFUL_INFO),
+        folder_notes=values.get(FOLDER_NOTES),
+        custom={k: str(v) for k, v in sorted(values.items()) if k not in BUILTIN_SLOTS},
+    )
+
+
+def default_profile(agent_id: str) -> AgentProfile:
+    """The profile of an agent nobody configured: any agent but `main` is a sub-agent."""
+    return AgentProfile(agent_id=agent_id, is_sub_agent=agent_id != MAIN_AGENT)

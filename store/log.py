@@ -188,19 +188,12 @@ async def find_replay(
     either committed or not started.
     """
     if idempotency_key is not None:
-        row = (
-            await conn.execute(
-                select(append_requests).where(
-                    append_requests.c.conversation_id == conversation_id,
-                    append_requests.c.idempotency_key == idempotency_key,
-                )
-            )
-        ).one_or_none()
-        if row is None:
+        versions = await find_request(
+            conn, conversation_id, idempotency_key, request_hash(new_events)
+        )
+        if versions is None:
             return None
-        if row.request_hash != request_hash(new_events):
-            raise IdempotencyConflict(idempotency_key, "the events differ from the first request")
-        return await read_versions(conn, conversation_id, row.first_version, row.last_version)
+        return await read_versions(conn, conversation_id, *versions)
 
     client_ids = [e.client_id for e in new_events if e.client_id is not None]
     if not client_ids:
@@ -232,18 +225,38 @@ async def find_replay(
     return replay
 
 
+async def find_request(
+    conn: AsyncConnection, conversation_id: uuid.UUID, idempotency_key: str, hash_: str
+) -> tuple[int, int] | None:
+    """The versions an earlier request with this key wrote, if any; the same
+    key with a different request hash is an IdempotencyConflict."""
+    row = (
+        await conn.execute(
+            select(append_requests).where(
+                append_requests.c.conversation_id == conversation_id,
+                append_requests.c.idempotency_key == idempotency_key,
+            )
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    if row.request_hash != hash_:
+        raise IdempotencyConflict(idempotency_key, "the request differs from the first one")
+    return int(row.first_version), int(row.last_version)
+
+
 async def remember_request(
     conn: AsyncConnection,
     conversation_id: uuid.UUID,
     idempotency_key: str,
-    new_events: Sequence[NewEvent],
+    hash_: str,
     recorded: Sequence[RecordedEvent],
 ) -> None:
     await conn.execute(
         append_requests.insert().values(
             conversation_id=conversation_id,
             idempotency_key=idempotency_key,
-            request_hash=request_hash(new_events),
+            request_hash=hash_,
             first_version=recorded[0].version,
             last_version=recorded[-1].version,
         )
@@ -315,7 +328,7 @@ class EventLog:
                 recorded = await write_events(conn, conversation_id, current, new_events)
                 if idempotency_key is not None:
                     await remember_request(
-                        conn, conversation_id, idempotency_key, new_events, recorded
+                        conn, conversation_id, idempotency_key, request_hash(new_events), recorded
                     )
         except DBAPIError as error:
             if violated_constraint(error) == "pk_append_requests" and idempotency_key:
@@ -388,6 +401,7 @@ __all__ = [
     "EventLog",
     "check_expected",
     "find_replay",
+    "find_request",
     "lock_stream",
     "remember_request",
     "write_events",

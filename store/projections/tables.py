@@ -1,3 +1,203 @@
-"""Projection tables (filled in by the projections issue)."""
+"""Projection tables: query-ready views of the log, on `store.schema.metadata`.
+
+All of them can be dropped and rebuilt from the events (`store.rebuild`).
+Every value here comes from an event (never from `now()`), so a rebuild
+equals what inline maintenance built, row for row.
+
+- `conversation_heads`: per conversation, the next sequence number and the
+  current batch.
+- `messages`: one row per message, real columns for what analysts filter on.
+- `message_role_index`: LIST-partitioned by role, one partition per role
+  (`message_role_index_user`, …): the n-th message of a role → its seq.
+  "Last 3 user messages", "assistant messages 2..5", "how many tool
+  messages" are look-ups on its primary key.
+- `batches`: each visibility window's definition.
+- `batch_members`: which messages each batch shows, in window order. A batch
+  operation copies the window once (O(window)); an append adds one row; a
+  read of any batch, current or old, is one index range.
+- `tool_calls`: one row per call: its tool block and whether it is answered.
+- `agent_profiles`, `context_slots`: the latest value of each.
+"""
 
 from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    Numeric,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+from store.schema import metadata
+
+ROLE_PARTITIONS = ("system", "user", "assistant", "tool")
+
+conversation_heads = Table(
+    "conversation_heads",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("tenant", Text, nullable=False),
+    Column("next_seq", BigInteger, nullable=False),
+    Column("current_batch", Integer, nullable=False),
+    Column("archived", Boolean, nullable=False, server_default=text("false")),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    PrimaryKeyConstraint("conversation_id", name="pk_conversation_heads"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("sort_key", Numeric, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("agent_id", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("batch", Integer, nullable=False),
+    Column("role_ordinal", BigInteger, nullable=False),
+    # The message as the store keeps it (content, calls, reasoning, ...):
+    # the row's columns are for filtering, this is for rebuilding the value.
+    Column("body", JSONB, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("tool_call_id", Text, nullable=True),
+    Column("tool_names", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("is_error", Boolean, nullable=False, server_default=text("false")),
+    Column("client_message_id", Text, nullable=True),
+    Column("token_estimate", Integer, nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Column("edited_at", DateTime(timezone=True), nullable=True),
+    Column("event_version", BigInteger, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "seq", name="pk_messages"),
+    CheckConstraint(
+        "role IN ('system', 'user', 'assistant', 'tool')", name="ck_messages_role_known"
+    ),
+    # Sort keys are unique in a conversation (an inserted message's key lies
+    # strictly between two existing ones), so window order is total.
+    Index("uq_messages_sort_key", "conversation_id", "sort_key", unique=True),
+    Index("ix_messages_conversation_id_agent_id_seq", "conversation_id", "agent_id", "seq"),
+    Index(
+        "uq_messages_client_message_id",
+        "conversation_id",
+        "client_message_id",
+        unique=True,
+        postgresql_where=text("client_message_id IS NOT NULL"),
+    ),
+    Index("ix_messages_role_recorded_at", "role", "recorded_at"),
+)
+
+# One parent, LIST-partitioned by role; the partitions are created by the
+# migration (SQLAlchemy models the parent; queries go through it and
+# PostgreSQL prunes to the one partition a role names).
+message_role_index = Table(
+    "message_role_index",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("role", Text, nullable=False),
+    Column("ordinal", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("batch", Integer, nullable=False),
+    Column("agent_id", Text, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "role", "ordinal", name="pk_message_role_index"),
+    postgresql_partition_by="LIST (role)",
+)
+
+batches = Table(
+    "batches",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("batch", Integer, nullable=False),
+    Column("boundary", Numeric, nullable=False),
+    Column("summary_seq", BigInteger, nullable=True),
+    Column("retained", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("operation", Text, nullable=False),
+    Column("parameters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("event_version", BigInteger, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "batch", name="pk_batches"),
+)
+
+batch_members = Table(
+    "batch_members",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("batch", Integer, nullable=False),
+    Column("sort_key", Numeric, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("agent_id", Text, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_members"),
+    Index("ix_batch_members_role", "conversation_id", "batch", "role", "sort_key"),
+)
+
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("call_id", Text, nullable=False),
+    Column("agent_id", Text, nullable=False),
+    Column("tool_name", Text, nullable=False),
+    Column("arguments", JSONB, nullable=False),
+    Column("assistant_seq", BigInteger, nullable=False),
+    Column("result_seq", BigInteger, nullable=True),
+    Column("status", Text, nullable=False),
+    Column("is_error", Boolean, nullable=False, server_default=text("false")),
+    PrimaryKeyConstraint("conversation_id", "call_id", name="pk_tool_calls"),
+    CheckConstraint("status IN ('pending', 'complete')", name="ck_tool_calls_status_known"),
+    Index(
+        "ix_tool_calls_pending",
+        "conversation_id",
+        "assistant_seq",
+        postgresql_where=text("status = 'pending'"),
+    ),
+    Index("ix_tool_calls_tool_name", "tool_name"),
+)
+
+agent_profiles = Table(
+    "agent_profiles",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("agent_id", Text, nullable=False),
+    Column("is_sub_agent", Boolean, nullable=False),
+    Column("system_prompt", Text, nullable=True),
+    Column("role_definition", Text, nullable=True),
+    Column("event_version", BigInteger, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "agent_id", name="pk_agent_profiles"),
+)
+
+context_slots = Table(
+    "context_slots",
+    metadata,
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("agent_id", Text, nullable=False),
+    Column("slot", Text, nullable=False),
+    Column("value", JSONB, nullable=False),
+    Column("event_version", BigInteger, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "agent_id", "slot", name="pk_context_slots"),
+)
+
+PROJECTION_TABLES = (
+    conversation_heads,
+    messages,
+    message_role_index,
+    batches,
+    batch_members,
+    tool_calls,
+    agent_profiles,
+    context_slots,
+)
+
+
+def is_role_partition(table_name: str) -> bool:
+    """Partitions of `message_role_index` are created by the migration, not
+    modelled: schema comparison skips them."""
+    return table_name.startswith("message_role_index_")

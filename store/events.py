@@ -1,0 +1,113 @@
+"""Domain events: what happened to a conversation, as the log records it.
+
+Frozen pydantic models, one per event type, joined in the `DomainEvent`
+discriminated union. Each carries everything its projections need, decided
+once when the command ran (sequence numbers, sort keys, the batch a
+selection defines), so replaying the log rebuilds exactly what inline
+maintenance built.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from store.context import AgentProfile, TodoItem
+from store.messages import Content, Message
+from store.records import NewEvent, RecordedEvent
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_new_event(self, *, client_id: str | None = None) -> NewEvent:
+        data = self.model_dump(mode="json", exclude={"type"})
+        return NewEvent(type=self.type, data=data, client_id=client_id)  # type: ignore[attr-defined]
+
+
+class ConversationStarted(_Event):
+    type: Literal["conversation_started"] = "conversation_started"
+    tenant: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MessageAppended(_Event):
+    """One message. `sort_key` orders the visible window: it equals `seq`
+    for an ordinary append, and lies between two neighbours for a message
+    inserted into the window (the log itself stays append-only)."""
+
+    type: Literal["message_appended"] = "message_appended"
+    seq: int
+    sort_key: Decimal
+    batch: int
+    message: Message
+
+
+class MessageEdited(_Event):
+    """`replace`: new content for a message; the original stays in the log."""
+
+    type: Literal["message_edited"] = "message_edited"
+    seq: int
+    content: Content
+    previous_content: Content
+
+
+class AgentConfigured(_Event):
+    type: Literal["agent_configured"] = "agent_configured"
+    profile: AgentProfile
+
+
+class ContextSlotUpdated(_Event):
+    """A slot's new value; None clears it. `todo` holds items, others text."""
+
+    type: Literal["context_slot_updated"] = "context_slot_updated"
+    agent_id: str
+    slot: str
+    text: str | None = None
+    todo: tuple[TodoItem, ...] | None = None
+
+
+class BatchStarted(_Event):
+    """A new visibility window: retained ∪ summary ∪ {sort_key ≥ boundary}
+    over the messages that exist when it starts, plus everything appended
+    after. `operation` and `parameters` say which call made it."""
+
+    type: Literal["batch_started"] = "batch_started"
+    batch: int
+    boundary: Decimal
+    retained: tuple[int, ...] = ()
+    summary_seq: int | None = None
+    operation: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class ConversationArchived(_Event):
+    type: Literal["conversation_archived"] = "conversation_archived"
+
+
+class ConversationDeleted(_Event):
+    """The conversation's events and projection rows were purged; this event
+    (no content) is all that remains, so feed readers can purge too."""
+
+    type: Literal["conversation_deleted"] = "conversation_deleted"
+
+
+DomainEvent = Annotated[
+    ConversationStarted
+    | MessageAppended
+    | MessageEdited
+    | AgentConfigured
+    | ContextSlotUpdated
+    | BatchStarted
+    | ConversationArchived
+    | ConversationDeleted,
+    Field(discriminator="type"),
+]
+
+_adapter: TypeAdapter[DomainEvent] = TypeAdapter(DomainEvent)
+
+
+def from_recorded(event: RecordedEvent) -> DomainEvent:
+    return _adapter.validate_python({"type": event.type, **event.data})

@@ -1,0 +1,526 @@
+"""`Repository` on PostgreSQL: commands in one transaction each, reads by
+index look-up.
+
+Every write runs the same way: lock the conversation's stream row (see
+`store.log`), check the expected version, let `store.commands` decide the
+events against a `PostgresState`, append them, and apply the projections —
+all in one transaction, so a reader never sees events without their views
+or views without their events.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from store import commands
+from store.context import AgentProfile, ContextSlots, TodoItem
+from store.errors import ConversationNotFound, IdempotencyConflict, InvalidOperation
+from store.events import (
+    ConversationArchived,
+    ConversationDeleted,
+    ConversationStarted,
+    DomainEvent,
+    MessageAppended,
+    from_recorded,
+)
+from store.log import (
+    check_expected,
+    find_request,
+    lock_stream,
+    read_versions,
+    remember_request,
+    write_events,
+)
+from store.messages import Content, Message, Role, StoredMessage
+from store.postgres import reads
+from store.postgres.state import PostgresState
+from store.projections.apply import project
+from store.projections.tables import PROJECTION_TABLES, messages
+from store.records import ExpectedVersion, RecordedEvent, StreamState, canonical_hash
+from store.repository import (
+    Appended,
+    Batch,
+    BatchResult,
+    Conversation,
+    Scope,
+    ToolBlock,
+)
+from store.schema import DEFAULT_TENANT, append_requests, conversations, events
+from store.validation import parse_message
+
+if TYPE_CHECKING:
+    from store.assembler import Assembly
+
+Decide = Callable[[PostgresState], Awaitable[list[DomainEvent]]]
+ANY = StreamState.ANY
+
+
+class PostgresRepository:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        limits: commands.Limits | None = None,
+    ) -> None:
+        self.engine = engine
+        self.tenant = tenant
+        self.limits = limits or commands.Limits()
+
+    # --- the write path ----------------------------------------------------
+
+    async def _write(
+        self,
+        conn: AsyncConnection,
+        conversation_id: uuid.UUID,
+        decide: Decide,
+        expected_version: ExpectedVersion,
+    ) -> tuple[int, list[RecordedEvent], list[DomainEvent]]:
+        current = await lock_stream(conn, conversation_id, tenant=self.tenant, create=False)
+        if current is None:
+            raise ConversationNotFound(conversation_id)
+        check_expected(conversation_id, expected_version, current)
+        domain_events = await decide(PostgresState(conn, conversation_id))
+        new_events = [
+            e.to_new_event(
+                client_id=e.message.client_message_id if isinstance(e, MessageAppended) else None
+            )
+            for e in domain_events
+        ]
+        recorded = await write_events(conn, conversation_id, current, new_events)
+        for record, event in zip(recorded, domain_events, strict=True):
+            await project(conn, record, event)
+        return current + len(recorded), recorded, domain_events
+
+    async def _command(
+        self, conversation_id: uuid.UUID, decide: Decide, expected_version: ExpectedVersion
+    ) -> tuple[int, list[DomainEvent]]:
+        async with self.engine.begin() as conn:
+            version, _, domain_events = await self._write(
+                conn, conversation_id, decide, expected_version
+            )
+        return version, domain_events
+
+    async def _batch_command(
+        self, conversation_id: uuid.UUID, decide: Decide, expected_version: ExpectedVersion
+    ) -> BatchResult:
+        async with self.engine.begin() as conn:
+            version, _, _ = await self._write(conn, conversation_id, decide, expected_version)
+            state = PostgresState(conn, conversation_id)
+            head = await state.head()
+            visible = len(await state.window())
+        return BatchResult(
+            conversation_id=conversation_id,
+            version=version,
+            batch=head.current_batch,
+            visible=visible,
+        )
+
+    # --- conversations -----------------------------------------------------
+
+    async def create_conversation(
+        self, conversation_id: uuid.UUID | None = None, *, metadata: dict[str, Any] | None = None
+    ) -> Conversation:
+        conversation_id = conversation_id or uuid.uuid4()
+        started = ConversationStarted(tenant=self.tenant, metadata=metadata or {})
+        async with self.engine.begin() as conn:
+            current = await lock_stream(conn, conversation_id, tenant=self.tenant, create=True)
+            check_expected(conversation_id, StreamState.NO_STREAM, current)
+            recorded = await write_events(conn, conversation_id, 0, [started.to_new_event()])
+            await project(conn, recorded[0], started)
+            await conn.execute(
+                update(conversations)
+                .where(conversations.c.id == conversation_id)
+                .values(metadata=metadata or {})
+            )
+        return await self.get_conversation(conversation_id)
+
+    async def get_conversation(self, conversation_id: uuid.UUID) -> Conversation:
+        async with self.engine.connect() as conn:
+            return await reads.conversation(conn, conversation_id, self.tenant)
+
+    async def archive(self, conversation_id: uuid.UUID) -> Conversation:
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return [ConversationArchived()]
+
+        async with self.engine.begin() as conn:
+            await self._write(conn, conversation_id, decide, ANY)
+            await conn.execute(
+                update(conversations)
+                .where(conversations.c.id == conversation_id)
+                .values(archived_at=conversations.c.updated_at)
+            )
+        return await self.get_conversation(conversation_id)
+
+    async def delete(self, conversation_id: uuid.UUID) -> None:
+        """Purge the conversation: its events, requests and projection rows.
+
+        One event without content remains, so feed readers learn of the
+        deletion; the stream row stays as a tombstone so the id cannot be
+        reused by mistake. This is what makes a GDPR erasure possible.
+        """
+        async with self.engine.begin() as conn:
+            current = await lock_stream(conn, conversation_id, tenant=self.tenant, create=False)
+            if current is None:
+                raise ConversationNotFound(conversation_id)
+            for table in PROJECTION_TABLES:
+                await conn.execute(delete(table).where(table.c.conversation_id == conversation_id))
+            await conn.execute(
+                delete(append_requests).where(append_requests.c.conversation_id == conversation_id)
+            )
+            await conn.execute(delete(events).where(events.c.conversation_id == conversation_id))
+            await write_events(
+                conn, conversation_id, current, [ConversationDeleted().to_new_event()]
+            )
+            await conn.execute(
+                update(conversations)
+                .where(conversations.c.id == conversation_id)
+                .values(deleted_at=conversations.c.updated_at, metadata={})
+            )
+
+    # --- writes --------------------------------------------------------------
+
+    async def append_messages(
+        self,
+        conversation_id: uuid.UUID,
+        messages_: Sequence[Message | dict[str, Any]],
+        *,
+        expected_version: ExpectedVersion = ANY,
+        idempotency_key: str | None = None,
+    ) -> Appended:
+        parsed = [parse_message(m, i) for i, m in enumerate(messages_)]
+        request_hash = canonical_hash([m.model_dump(mode="json") for m in parsed])
+
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return await commands.append_messages(state, parsed, self.limits)
+
+        async with self.engine.begin() as conn:
+            current = await lock_stream(conn, conversation_id, tenant=self.tenant, create=False)
+            if current is None:
+                raise ConversationNotFound(conversation_id)
+            replay = await self._find_replay(
+                conn, conversation_id, parsed, idempotency_key, request_hash
+            )
+            if replay is not None:
+                return Appended(
+                    conversation_id=conversation_id,
+                    version=current,
+                    messages=tuple(replay),
+                    replayed=True,
+                )
+            version, recorded, domain_events = await self._write(
+                conn, conversation_id, decide, expected_version
+            )
+            if idempotency_key is not None:
+                await remember_request(
+                    conn, conversation_id, idempotency_key, request_hash, recorded
+                )
+            seqs = [e.seq for e in domain_events if isinstance(e, MessageAppended)]
+            stored = await reads.messages_by_seq(conn, conversation_id, seqs)
+        return Appended(conversation_id=conversation_id, version=version, messages=tuple(stored))
+
+    async def _find_replay(
+        self,
+        conn: AsyncConnection,
+        conversation_id: uuid.UUID,
+        parsed: Sequence[Message],
+        idempotency_key: str | None,
+        request_hash: str,
+    ) -> list[StoredMessage] | None:
+        """The messages an earlier identical append stored, if this is a retry."""
+        if idempotency_key is not None:
+            versions = await find_request(conn, conversation_id, idempotency_key, request_hash)
+            if versions is None:
+                return None
+            recorded = await read_versions(conn, conversation_id, *versions)
+            seqs = [e.seq for e in map(from_recorded, recorded) if isinstance(e, MessageAppended)]
+            return await reads.messages_by_seq(conn, conversation_id, seqs)
+        client_ids = [m.client_message_id for m in parsed if m.client_message_id is not None]
+        if not client_ids:
+            return None
+        found = await reads.messages_by_client_id(conn, conversation_id, client_ids)
+        if not found:
+            return None
+        if len(found) != len(parsed):
+            raise IdempotencyConflict(
+                ",".join(sorted(found)),
+                "some client message ids are already stored and others are not",
+            )
+        replay = []
+        for message in parsed:
+            assert message.client_message_id is not None
+            original = found[message.client_message_id]
+            if original.as_message().model_copy(update={"token_estimate": None}) != message:
+                raise IdempotencyConflict(
+                    message.client_message_id, "a message with this client id has other content"
+                )
+            replay.append(original)
+        return replay
+
+    async def replace(
+        self,
+        conversation_id: uuid.UUID,
+        seq: int,
+        content: Content,
+        *,
+        expected_version: ExpectedVersion = ANY,
+    ) -> int:
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return await commands.replace_content(state, seq, content)
+
+        version, _ = await self._command(conversation_id, decide, expected_version)
+        return version
+
+    async def configure_agent(
+        self,
+        conversation_id: uuid.UUID,
+        profile: AgentProfile,
+        *,
+        expected_version: ExpectedVersion = ANY,
+    ) -> int:
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return commands.configure_agent(profile)
+
+        version, _ = await self._command(conversation_id, decide, expected_version)
+        return version
+
+    async def update_slot(
+        self,
+        conversation_id: uuid.UUID,
+        slot: str,
+        value: str | Sequence[TodoItem] | None,
+        *,
+        agent_id: str = "main",
+        expected_version: ExpectedVersion = ANY,
+    ) -> int:
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return commands.update_slot(agent_id, slot, value)
+
+        version, _ = await self._command(conversation_id, decide, expected_version)
+        return version
+
+    # --- batch operations ----------------------------------------------------
+
+    async def start_batch(
+        self,
+        conversation_id: uuid.UUID,
+        boundary_seq: int,
+        *,
+        summary: Message | None = None,
+        retain: Sequence[int] = (),
+        adjust: bool = False,
+        expected_version: ExpectedVersion = ANY,
+    ) -> BatchResult:
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return await commands.start_batch(
+                state, boundary_seq, self.limits, summary=summary, retain=retain, adjust=adjust
+            )
+
+        return await self._batch_command(conversation_id, decide, expected_version)
+
+    async def _select(
+        self,
+        conversation_id: uuid.UUID,
+        operation: str,
+        parameters: dict[str, Any],
+        adjust: bool,
+        expected_version: ExpectedVersion,
+    ) -> BatchResult:
+        parameters = {k: v for k, v in parameters.items() if v is not None}
+
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return await commands.select_batch(state, operation, parameters, adjust=adjust)
+
+        return await self._batch_command(conversation_id, decide, expected_version)
+
+    async def truncate(
+        self,
+        conversation_id: uuid.UUID,
+        *,
+        keep_first: int | None = None,
+        keep_last: int | None = None,
+        remove_first: int | None = None,
+        remove_last: int | None = None,
+        range_: tuple[int, int] | None = None,
+        role: Role | None = None,
+        adjust: bool = False,
+        expected_version: ExpectedVersion = ANY,
+    ) -> BatchResult:
+        parameters = {
+            "keep_first": keep_first,
+            "keep_last": keep_last,
+            "remove_first": remove_first,
+            "remove_last": remove_last,
+            "range": list(range_) if range_ is not None else None,
+            "role": role,
+        }
+        return await self._select(conversation_id, "truncate", parameters, adjust, expected_version)
+
+    async def filter(
+        self,
+        conversation_id: uuid.UUID,
+        *,
+        roles: Sequence[Role] | None = None,
+        content_contains: Sequence[str] | None = None,
+        content_excludes: Sequence[str] | None = None,
+        adjust: bool = False,
+        expected_version: ExpectedVersion = ANY,
+    ) -> BatchResult:
+        parameters = {
+            "roles": list(roles) if roles is not None else None,
+            "content_contains": list(content_contains) if content_contains else None,
+            "content_excludes": list(content_excludes) if content_excludes else None,
+        }
+        return await self._select(conversation_id, "filter", parameters, adjust, expected_version)
+
+    async def clear(
+        self,
+        conversation_id: uuid.UUID,
+        *,
+        keep_system: bool = True,
+        adjust: bool = False,
+        expected_version: ExpectedVersion = ANY,
+    ) -> BatchResult:
+        return await self._select(
+            conversation_id, "clear", {"keep_system": keep_system}, adjust, expected_version
+        )
+
+    async def insert(
+        self,
+        conversation_id: uuid.UUID,
+        position: int,
+        messages_: Sequence[Message | dict[str, Any]],
+        *,
+        expected_version: ExpectedVersion = ANY,
+    ) -> BatchResult:
+        parsed = [parse_message(m, i) for i, m in enumerate(messages_)]
+        if not parsed:
+            raise InvalidOperation("insert needs at least one message")
+
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return await commands.insert_messages(state, position, parsed, self.limits)
+
+        return await self._batch_command(conversation_id, decide, expected_version)
+
+    async def rollback_to_batch(
+        self, conversation_id: uuid.UUID, batch: int, *, expected_version: ExpectedVersion = ANY
+    ) -> BatchResult:
+        async def decide(state: PostgresState) -> list[DomainEvent]:
+            return await commands.rollback_to_batch(state, batch)
+
+        return await self._batch_command(conversation_id, decide, expected_version)
+
+    # --- reads ----------------------------------------------------------------
+
+    async def visible_window(
+        self, conversation_id: uuid.UUID, *, batch: int | None = None, agent_id: str | None = None
+    ) -> list[StoredMessage]:
+        async with self.engine.connect() as conn:
+            head = await reads.conversation(conn, conversation_id, self.tenant)
+            number = head.current_batch if batch is None else batch
+            return await reads.window(conn, conversation_id, number, agent_id=agent_id)
+
+    async def recent_by_role(
+        self,
+        conversation_id: uuid.UUID,
+        role: Role,
+        n: int,
+        *,
+        scope: Scope = "visible",
+        agent_id: str | None = None,
+    ) -> list[StoredMessage]:
+        if n < 0:
+            raise InvalidOperation(f"recent_by_role needs n >= 0, got {n}")
+        async with self.engine.connect() as conn:
+            head = await reads.conversation(conn, conversation_id, self.tenant)
+            if scope == "history":
+                return await reads.recent_in_history(conn, conversation_id, role, n, agent_id)
+            return await reads.recent_in_batch(
+                conn, conversation_id, head.current_batch, role, n, agent_id
+            )
+
+    async def role_range(
+        self, conversation_id: uuid.UUID, role: Role, first: int, last: int
+    ) -> list[StoredMessage]:
+        if first < 1 or last < first:
+            raise InvalidOperation(f"role_range needs 1 <= first <= last, got {first}..{last}")
+        async with self.engine.connect() as conn:
+            await reads.conversation(conn, conversation_id, self.tenant)
+            return await reads.role_range(conn, conversation_id, role, first, last)
+
+    async def count_by_role(
+        self, conversation_id: uuid.UUID, *, scope: Scope = "visible"
+    ) -> dict[Role, int]:
+        async with self.engine.connect() as conn:
+            head = await reads.conversation(conn, conversation_id, self.tenant)
+            if scope == "history":
+                return await reads.count_in_history(conn, conversation_id)
+            return await reads.count_in_batch(conn, conversation_id, head.current_batch)
+
+    async def tool_blocks(
+        self, conversation_id: uuid.UUID, *, pending_only: bool = False, agent_id: str | None = None
+    ) -> list[ToolBlock]:
+        async with self.engine.connect() as conn:
+            await reads.conversation(conn, conversation_id, self.tenant)
+            return await reads.tool_blocks(conn, conversation_id, pending_only, agent_id)
+
+    async def batch_messages(self, conversation_id: uuid.UUID, batch: int) -> list[StoredMessage]:
+        async with self.engine.connect() as conn:
+            await reads.conversation(conn, conversation_id, self.tenant)
+            rows = await conn.execute(
+                reads.select_messages()
+                .where(messages.c.conversation_id == conversation_id, messages.c.batch == batch)
+                .order_by(messages.c.seq)
+            )
+            return [reads.stored_message(r) for r in rows]
+
+    async def batches(self, conversation_id: uuid.UUID) -> list[Batch]:
+        async with self.engine.connect() as conn:
+            await reads.conversation(conn, conversation_id, self.tenant)
+            return await reads.batches(conn, conversation_id)
+
+    async def context_slots(
+        self, conversation_id: uuid.UUID, agent_id: str = "main"
+    ) -> ContextSlots:
+        async with self.engine.connect() as conn:
+            await reads.conversation(conn, conversation_id, self.tenant)
+            return await reads.context_slots(conn, conversation_id, agent_id)
+
+    async def agent_profile(
+        self, conversation_id: uuid.UUID, agent_id: str = "main"
+    ) -> AgentProfile:
+        async with self.engine.connect() as conn:
+            await reads.conversation(conn, conversation_id, self.tenant)
+            return await reads.agent_profile(conn, conversation_id, agent_id)
+
+    async def assemble(
+        self,
+        conversation_id: uuid.UUID,
+        *,
+        agent_id: str = "main",
+        format: str = "openai-chat",
+        options: Any = None,
+    ) -> Assembly:
+        """The payload of this agent's next LLM call, from its visible window
+        and its context slots as they are now."""
+        from store.assembler import assemble
+
+        async with self.engine.connect() as conn:
+            head = await reads.conversation(conn, conversation_id, self.tenant)
+            window = await reads.window(
+                conn, conversation_id, head.current_batch, agent_id=agent_id
+            )
+            profile = await reads.agent_profile(conn, conversation_id, agent_id)
+            slots = await reads.context_slots(conn, conversation_id, agent_id)
+        return assemble(
+            [m.as_message() for m in window],
+            profile=profile,
+            slots=slots,
+            format=format,
+            options=options,
+        )

@@ -1,0 +1,85 @@
+"""Rules an appended message must meet against its thread.
+
+`store.messages` checks what one message can check alone. Here: does the
+call a tool message answers exist in that agent's thread, and is it still
+unanswered; are new tool call ids unique in the conversation; is the
+content within the size limit. Errors name the message (its index in the
+append, its client id) and the problem; raising here means nothing of the
+append is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from store.errors import InvalidMessage
+from store.messages import Message
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallState:
+    agent_id: str
+    answered: bool
+
+
+def parse_message(raw: Any, index: int) -> Message:
+    """A Message from untrusted input, or InvalidMessage naming what is wrong."""
+    if isinstance(raw, Message):
+        return raw
+    try:
+        return Message.model_validate(raw)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in error.errors()
+        )
+        client_id = raw.get("client_message_id") if isinstance(raw, dict) else None
+        raise InvalidMessage(problems, index=index, client_id=client_id) from None
+
+
+def call_ids_involved(messages: Sequence[Message]) -> set[str]:
+    """The call ids whose state validation needs: new calls and answered calls."""
+    ids = {c.id for m in messages for c in m.tool_calls}
+    ids.update(m.tool_call_id for m in messages if m.tool_call_id is not None)
+    return ids
+
+
+def content_chars(message: Message) -> int:
+    if isinstance(message.content, str):
+        return len(message.content)
+    return sum(len(p.model_dump_json()) for p in message.content)
+
+
+def validate_append(
+    messages: Sequence[Message],
+    *,
+    known_calls: Mapping[str, CallState],
+    max_chars: int,
+) -> None:
+    """Check `messages`, in order, against the calls already in the thread."""
+    calls = dict(known_calls)
+    for index, message in enumerate(messages):
+
+        def fail(problem: str, message: Message = message, index: int = index) -> InvalidMessage:
+            return InvalidMessage(problem, index=index, client_id=message.client_message_id)
+
+        size = content_chars(message)
+        if size > max_chars:
+            raise fail(f"content is {size} characters, over the limit of {max_chars}")
+        for call in message.tool_calls:
+            if call.id in calls:
+                raise fail(f"duplicate tool call id {call.id!r}: already used in this conversation")
+            calls[call.id] = CallState(agent_id=message.agent_id, answered=False)
+        if message.tool_call_id is not None:
+            state = calls.get(message.tool_call_id)
+            if state is None or state.agent_id != message.agent_id:
+                raise fail(
+                    f"tool result for call {message.tool_call_id!r}, which does not exist "
+                    f"in agent {message.agent_id!r}'s thread"
+                )
+            if state.answered:
+                raise fail(f"tool call {message.tool_call_id!r} was already answered")
+            calls[message.tool_call_id] = CallState(agent_id=state.agent_id, answered=True)

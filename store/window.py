@@ -1,0 +1,204 @@
+"""Batch operations as pure functions over the visible window.
+
+Every context operation of behaviours §4 (truncate, filter, clear,
+start_batch, insert, rollback) is decided here, on the current visible
+window, with no I/O; the PostgreSQL repository and the in-memory fake both
+call these, so they cannot disagree. Each operation returns the entries
+the new batch shows; `selection_to_batch` turns that into the batch's
+definition (boundary + retained), and `enforce_tool_blocks` refuses — or,
+when asked, repairs — a selection that would split a tool-call block or
+hide a call still waiting for its result.
+
+Bugs of the source SDK that we do not reproduce: a valid keepLast that
+throws after half-applying (we compute, then apply once); clear that keeps
+the system message stored but shows nothing (kept system messages are
+shown); a role-restricted truncate that hides every other role (other
+roles are left alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from store.errors import BoundaryError, InvalidOperation
+from store.messages import ROLES, Role
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowEntry:
+    """What a batch operation needs to know of one visible message."""
+
+    seq: int
+    sort_key: Decimal
+    role: Role
+    agent_id: str
+    text: str = ""
+    call_ids: tuple[str, ...] = ()  # an assistant message's tool calls
+    answers: str | None = None  # the call a tool message answers
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchDefinition:
+    boundary: Decimal
+    retained: tuple[int, ...]
+
+
+def truncate(
+    window: Sequence[WindowEntry],
+    *,
+    keep_first: int | None = None,
+    keep_last: int | None = None,
+    remove_first: int | None = None,
+    remove_last: int | None = None,
+    range_: tuple[int, int] | None = None,
+    role: Role | None = None,
+) -> list[WindowEntry]:
+    """Keep part of the window. The counts apply in the order given above to
+    the window — or, with `role`, to that role's messages only, every other
+    role staying as it is. `range_` is [start, end) over that list."""
+    counts = {
+        "keep_first": keep_first,
+        "keep_last": keep_last,
+        "remove_first": remove_first,
+        "remove_last": remove_last,
+    }
+    if all(v is None for v in counts.values()) and range_ is None:
+        raise InvalidOperation(
+            "truncate needs one of keep_first, keep_last, remove_first, remove_last, range"
+        )
+    for name, value in counts.items():
+        if value is not None and value < 0:
+            raise InvalidOperation(f"truncate {name} must be >= 0, got {value}")
+    if role is not None and role not in ROLES:
+        raise InvalidOperation(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+    subject = [e for e in window if role is None or e.role == role]
+    kept = list(subject)
+    if keep_first is not None:
+        kept = kept[:keep_first]
+    if keep_last is not None:
+        kept = kept[-keep_last:] if keep_last else []
+    if remove_first is not None:
+        kept = kept[remove_first:]
+    if remove_last is not None:
+        kept = kept[: len(kept) - remove_last] if remove_last < len(kept) else []
+    if range_ is not None:
+        start, end = range_
+        if start < 0 or end < start:
+            raise InvalidOperation(f"truncate range must be 0 <= start <= end, got {range_}")
+        kept = kept[start:end]
+    kept_seqs = {e.seq for e in kept}
+    return [e for e in window if e.seq in kept_seqs or (role is not None and e.role != role)]
+
+
+def filter_window(
+    window: Sequence[WindowEntry],
+    *,
+    roles: Iterable[Role] | None = None,
+    content_contains: Sequence[str] | None = None,
+    content_excludes: Sequence[str] | None = None,
+) -> list[WindowEntry]:
+    """Keep messages of the given roles, containing any of `content_contains`
+    and none of `content_excludes`."""
+    if roles is None and not content_contains and not content_excludes:
+        raise InvalidOperation("filter needs roles, content_contains or content_excludes")
+    wanted = set(roles) if roles is not None else None
+    if wanted is not None and not wanted <= set(ROLES):
+        raise InvalidOperation(f"unknown roles {sorted(wanted - set(ROLES))}")
+    return [
+        e
+        for e in window
+        if (wanted is None or e.role in wanted)
+        and (not content_contains or any(s in e.text for s in content_contains))
+        and not (content_excludes and any(s in e.text for s in content_excludes))
+    ]
+
+
+def clear(window: Sequence[WindowEntry], *, keep_system: bool = True) -> list[WindowEntry]:
+    """Hide everything, or everything but the system messages (which stay shown)."""
+    return [e for e in window if keep_system and e.role == "system"]
+
+
+def from_boundary(
+    window: Sequence[WindowEntry], boundary_seq: int, *, retain: Iterable[int] = ()
+) -> list[WindowEntry]:
+    """`start_batch`: the window from the message `boundary_seq` on, plus the
+    retained messages (which must be visible now)."""
+    by_seq = {e.seq: e for e in window}
+    retained = set(retain)
+    missing = sorted(retained - set(by_seq))
+    if missing:
+        raise InvalidOperation(f"cannot retain messages that are not visible: seq {missing}")
+    anchor = by_seq.get(boundary_seq)
+    key = anchor.sort_key if anchor is not None else Decimal(boundary_seq)
+    return [e for e in window if e.sort_key >= key or e.seq in retained]
+
+
+def enforce_tool_blocks(
+    window: Sequence[WindowEntry],
+    selected: Sequence[WindowEntry],
+    *,
+    pending_call_ids: Iterable[str],
+    adjust: bool = False,
+) -> list[WindowEntry]:
+    """Refuse a selection that splits a tool-call block or hides a pending
+    call; with `adjust`, grow it to whole blocks and keep pending calls."""
+    pending = set(pending_call_ids)
+    chosen = {e.seq for e in selected}
+    result_of = {e.answers: e for e in window if e.answers is not None}
+    for entry in window:
+        if not entry.call_ids:
+            continue
+        block = [entry] + [result_of[c] for c in entry.call_ids if c in result_of]
+        shown = [e.seq in chosen for e in block]
+        waiting = sorted(set(entry.call_ids) & pending)
+        if waiting and not shown[0]:
+            if not adjust:
+                raise BoundaryError(
+                    f"this would hide tool call(s) {', '.join(waiting)} (message seq "
+                    f"{entry.seq}) still waiting for a result; pass adjust=True to keep them"
+                )
+            chosen.update(e.seq for e in block)
+        elif any(shown) and not all(shown):
+            if not adjust:
+                raise BoundaryError(
+                    f"this would split the tool-call block of message seq {entry.seq} "
+                    f"(calls {', '.join(entry.call_ids)}); pass adjust=True to move the "
+                    "boundary to the block's start"
+                )
+            chosen.update(e.seq for e in block)
+    return [e for e in window if e.seq in chosen]
+
+
+def selection_to_batch(
+    window: Sequence[WindowEntry], selected: Sequence[WindowEntry], *, next_seq: int
+) -> BatchDefinition:
+    """The batch definition that shows exactly `selected` out of `window`:
+    the longest fully selected tail of the window becomes the boundary, and
+    whatever is selected before it is retained explicitly."""
+    chosen = {e.seq for e in selected}
+    boundary = Decimal(next_seq)
+    for entry in reversed(window):
+        if entry.seq not in chosen:
+            break
+        boundary = entry.sort_key
+    retained = tuple(sorted(e.seq for e in window if e.seq in chosen and e.sort_key < boundary))
+    return BatchDefinition(boundary=boundary, retained=retained)
+
+
+def apply_batch(source: Sequence[WindowEntry], definition: BatchDefinition) -> list[WindowEntry]:
+    """The inverse of `selection_to_batch`: the entries a definition shows."""
+    retained = set(definition.retained)
+    return [e for e in source if e.sort_key >= definition.boundary or e.seq in retained]
+
+
+def keys_between(low: Decimal, high: Decimal, count: int) -> list[Decimal]:
+    """`count` sort keys strictly between `low` and `high`, evenly spaced."""
+    if not low < high:
+        raise ValueError(f"no room between sort keys {low} and {high}")
+    step = (high - low) / (count + 1)
+    keys = [low + step * (i + 1) for i in range(count)]
+    if not (low < keys[0] and keys[-1] < high and len(set(keys)) == count):
+        raise InvalidOperation(f"sort keys between {low} and {high} are exhausted")
+    return keys
