@@ -297,6 +297,11 @@ class EventLog:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
+    @staticmethod
+    def recorded_from_row(row: Row[Any]) -> RecordedEvent:
+        """A RecordedEvent from a row of `events` (for readers with their own query)."""
+        return _recorded(row)
+
     async def append(
         self,
         conversation_id: uuid.UUID,

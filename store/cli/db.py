@@ -24,6 +24,8 @@ def _migrate(url: str, settings: Settings) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    register_rebuild(app)
+
     @app.command()
     def migrate() -> None:
         """Upgrade the database schema to the latest revision (alembic)."""
@@ -61,3 +63,54 @@ def register(app: typer.Typer) -> None:
         with open_database(settings) as database:
             _migrate(database.url, settings)
             asyncio.run(run_demo(database.url, settings, where=database.where))
+
+
+def register_rebuild(app: typer.Typer) -> None:
+    @app.command()
+    def rebuild(
+        conversation: str | None = typer.Option(
+            None, "--conversation", "-c", help="Rebuild only this conversation (its id)."
+        ),
+    ) -> None:
+        """Rebuild every projection from the event log (all conversations, or one)."""
+        import uuid
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        from store.db import make_async_engine
+        from store.rebuild import count_events
+        from store.rebuild import rebuild as rebuild_projections
+        from store.runtime import open_database
+
+        try:
+            target = uuid.UUID(conversation) if conversation else None
+        except ValueError:
+            console.print(f"[red]not a conversation id:[/red] {conversation}")
+            raise typer.Exit(2) from None
+        settings = Settings.from_env()
+
+        async def run(url: str) -> None:
+            engine = make_async_engine(url, settings)
+            try:
+                total = await count_events(engine, target)
+                with Progress(
+                    "[progress.description]{task.description}",
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=console,
+                ) as bar:
+                    task = bar.add_task("replaying events", total=total)
+                    report = await rebuild_projections(
+                        engine, target, progress=lambda n: bar.advance(task, n)
+                    )
+                console.print(
+                    f"[green]rebuilt[/green] {report.conversations} conversation(s) "
+                    f"from {report.events} events"
+                )
+            finally:
+                await engine.dispose()
+
+        with open_database(settings) as database:
+            _migrate(database.url, settings)
+            asyncio.run(run(database.url))
