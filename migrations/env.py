@@ -12,9 +12,8 @@ import os
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from store.projections.tables import is_role_partition
-from store.schema import metadata
 from store.settings import sqlalchemy_url
+from store.tables import is_role_partition, metadata
 
 config = context.config
 target_metadata = metadata

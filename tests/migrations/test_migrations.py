@@ -9,9 +9,8 @@ from sqlalchemy import inspect
 
 from store import migrate
 from store.db import make_sync_engine
-from store.projections.tables import is_role_partition
-from store.schema import metadata
 from store.settings import Settings
+from store.tables import is_role_partition, metadata
 
 
 def test_single_head() -> None:

@@ -1,0 +1,13 @@
+"""Every table convo-store owns, registered on one `metadata`.
+
+Import this (not the table modules one by one) wherever the whole schema
+is needed: the alembic environment, the models-match-migrations test.
+"""
+
+from __future__ import annotations
+
+from store.projections import tables as projection_tables
+from store.projections.tables import is_role_partition
+from store.schema import metadata
+
+__all__ = ["is_role_partition", "metadata", "projection_tables"]
