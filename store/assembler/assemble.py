@@ -1,0 +1,147 @@
+"""`assemble`: stored messages + agent profile + context slots + options →
+the provider request body and its diagnostics. Pure: no I/O, no clock, same
+input → same output.
+
+The pipeline, in order (each step in its own module):
+1. choose the system prompt; refuse a sub-agent without a role definition;
+2. keep only this agent's messages;
+3. make tool blocks contiguous and repair the window (`repair`);
+4. trim the oldest turns to the token budget (`budget`);
+5. fold reminders into the last user message if `reminder_style="inline"`;
+6. place the special block (`placement`) on that list — the one the
+   provider will see;
+7. optionally merge same-role neighbours (`merge`), then render the format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from store.assembler.budget import trim_to_budget
+from store.assembler.diagnostics import BudgetTrim, Diagnostics, Repair, SpecialBlockPlacement
+from store.assembler.fingerprint import stable_prefix
+from store.assembler.formats import anthropic, gemini, openai_chat, openai_responses, xml_tools
+from store.assembler.formats.common import Conversation, Rendered
+from store.assembler.merge import merge_same_role
+from store.assembler.options import AssembleOptions, ProviderFormat, ReminderStyle
+from store.assembler.placement import special_block_index
+from store.assembler.reminders import inline_reminders
+from store.assembler.repair import normalise_window
+from store.assembler.special_block import SPECIAL_SLOT, special_block
+from store.assembler.system_prompt import choose_system_prompt
+from store.context import AgentProfile, ContextSlots
+from store.messages import Message
+from store.tokens import estimate_message_tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class Assembly:
+    """The request body for the provider SDK, and what was decided to build it.
+
+    `messages` is the neutral list the positions in the diagnostics index
+    into: the system prompt (if any) first, then the placed history.
+    """
+
+    payload: dict[str, Any]
+    diagnostics: Diagnostics
+    messages: tuple[Message, ...]
+
+
+def parse_format(format: ProviderFormat | str) -> ProviderFormat:
+    try:
+        return ProviderFormat(format)
+    except ValueError:
+        known = ", ".join(f.value for f in ProviderFormat)
+        raise ValueError(f"unknown provider format {format!r}; expected one of: {known}") from None
+
+
+def _render(
+    format: ProviderFormat, conversation: Conversation, options: AssembleOptions
+) -> Rendered:
+    if format is ProviderFormat.OPENAI_CHAT:
+        return openai_chat.render(conversation)
+    if format is ProviderFormat.OPENAI_RESPONSES:
+        return openai_responses.render(conversation)
+    if format is ProviderFormat.ANTHROPIC:
+        return anthropic.render(conversation, cache_breakpoints=options.cache_breakpoints)
+    if format is ProviderFormat.GEMINI:
+        return gemini.render(conversation)
+    return xml_tools.render(conversation, final_instruction=options.xml_final_instruction)
+
+
+def assemble(
+    messages: Sequence[Message],
+    *,
+    profile: AgentProfile,
+    slots: ContextSlots,
+    format: ProviderFormat | str,
+    options: AssembleOptions | None = None,
+) -> Assembly:
+    options = options or AssembleOptions()
+    provider = parse_format(format)
+    count = options.token_counter
+    choice = choose_system_prompt(profile)
+    system = (
+        Message(role="system", content=choice.text, agent_id=profile.agent_id)
+        if choice.text is not None
+        else None
+    )
+
+    window = [m for m in messages if m.agent_id == profile.agent_id]
+    history, repairs = normalise_window(window, repair=options.repair)
+    block = special_block(choice.role_definition, slots, agent_id=profile.agent_id)
+
+    trim: BudgetTrim | None = None
+    if options.token_budget is not None:
+        fixed = sum(
+            estimate_message_tokens(m, count) for m in [*block, *([system] if system else [])]
+        )
+        history, trim = trim_to_budget(
+            history, fixed_tokens=fixed, budget=options.token_budget, count=count
+        )
+    if options.reminder_style is ReminderStyle.INLINE:
+        history, folded = inline_reminders(history)
+        repairs.extend(folded)
+
+    at = special_block_index(history, policy=options.policy, n=options.effective_n)
+    placed = [*history[:at], *block, *history[at:]]
+    offset = 1 if system is not None else 0
+    prefix = stable_prefix(
+        format=provider.value,
+        system_prompt=choice.text,
+        prefix=history[:at] if block else history,
+        count=count,
+    )
+
+    to_render = placed
+    if options.merge_same_role:
+        to_render, merged = merge_same_role(placed)
+        repairs.extend(merged)
+    rendered = _render(
+        provider, Conversation(system_prompt=choice.text, history=tuple(to_render)), options
+    )
+
+    neutral = (*([system] if system else []), *placed)
+    all_repairs: tuple[Repair, ...] = (*repairs, *rendered.repairs)
+    diagnostics = Diagnostics(
+        format=provider.value,
+        agent_id=profile.agent_id,
+        system_prompt_source=choice.source,
+        special_block=SpecialBlockPlacement(
+            policy=options.policy.value,
+            n=options.effective_n,
+            index=at + offset if block else None,
+            count=len(block),
+            slots=tuple(str(m.metadata[SPECIAL_SLOT]) for m in block),
+            distance_from_end=len(history) - at if block else None,
+        ),
+        repairs=all_repairs,
+        token_estimate=sum(estimate_message_tokens(m, count) for m in neutral),
+        message_count=len(neutral),
+        stable_prefix=prefix,
+        cache_breakpoints=rendered.cache_breakpoints,
+        dropped_by_budget=trim,
+    )
+    return Assembly(payload=rendered.payload, diagnostics=diagnostics, messages=neutral)

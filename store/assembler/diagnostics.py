@@ -1,0 +1,77 @@
+"""Diagnostics: what the assembler decided and changed, for people and tests.
+
+Every value is frozen and `model_dump(mode="json")`-able. Positions are
+indexes into the neutral message list (system prompt first, if any) before
+conversion to a provider's shape.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RepairKind(StrEnum):
+    SYNTHESIZED_TOOL_RESULT = "synthesized_tool_result"
+    DROPPED_ORPHAN_TOOL_RESULT = "dropped_orphan_tool_result"
+    DROPPED_DUPLICATE_TOOL_RESULT = "dropped_duplicate_tool_result"
+    MOVED_OUT_OF_TOOL_BLOCK = "moved_out_of_tool_block"
+    DROPPED_EMPTY_TEXT = "dropped_empty_text"
+    DROPPED_TOOL_RESULT_IMAGE = "dropped_tool_result_image"
+    MERGED_SAME_ROLE = "merged_same_role"
+    MERGED_FOR_ALTERNATION = "merged_for_alternation"
+    INSERTED_USER_TURN = "inserted_user_turn"
+    HOISTED_THINKING = "hoisted_thinking"
+    STRIPPED_TRAILING_WHITESPACE = "stripped_trailing_whitespace"
+    INLINE_REMINDER_FALLBACK = "inline_reminder_fallback"
+
+
+class Repair(_Value):
+    kind: RepairKind
+    detail: str
+    # Index into the neutral list for repairs made before conversion, or into
+    # the provider's message list (`payload_index`) for repairs made during it.
+    message_index: int | None = None
+    payload_index: int | None = None
+
+
+class SpecialBlockPlacement(_Value):
+    policy: str
+    n: int
+    index: int | None  # None when no slot had content
+    count: int
+    slots: tuple[str, ...]
+    distance_from_end: int | None  # messages after the block
+
+
+class StablePrefix(_Value):
+    """Everything before the special block: what a prefix cache can reuse."""
+
+    fingerprint: str  # sha256 of the deterministic JSON of the prefix
+    tokens: int
+    message_count: int
+
+
+class BudgetTrim(_Value):
+    budget: int
+    dropped_messages: int
+    dropped_tokens: int
+    over_budget: bool  # still above budget after dropping all it may drop
+
+
+class Diagnostics(_Value):
+    format: str
+    agent_id: str
+    system_prompt_source: str | None  # "custom" | "role_definition" | None
+    special_block: SpecialBlockPlacement
+    repairs: tuple[Repair, ...]
+    token_estimate: int
+    message_count: int  # neutral messages, system prompt and special block included
+    stable_prefix: StablePrefix
+    cache_breakpoints: tuple[str, ...]
+    dropped_by_budget: BudgetTrim | None

@@ -1,0 +1,106 @@
+"""Gemini generateContent: `{"systemInstruction": {"parts": [...]},
+"contents": [{"role": "user"|"model", "parts": [...]}]}` (rules G1-G3).
+
+Tool calls are `functionCall` parts of a model turn; all results of one
+block go in one user content of `functionResponse` parts (a result that is
+a JSON object is sent as is; anything else is wrapped as `{"output": ...}`,
+or `{"error": ...}` when it is an error). Mid-conversation system messages
+become `<system-reminder>` text parts of the user turn at their place. A
+stored Gemini thought signature is replayed on the first functionCall part
+(or the last part when the turn has no call).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from store.assembler.formats.common import (
+    CONTINUATION_TEXT,
+    Conversation,
+    Rendered,
+    reasoning_for,
+    system_note_text,
+    text_parts,
+)
+from store.assembler.formats.turns import Block, Turns
+from store.messages import ImagePart, Message, TextPart
+
+
+def _image(part: ImagePart) -> Block:
+    if part.data is not None:
+        return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
+    file_data: dict[str, Any] = {"fileUri": part.url}
+    if part.media_type:
+        file_data["mimeType"] = part.media_type
+    return {"fileData": file_data}
+
+
+def _user_parts(message: Message) -> list[Block]:
+    if isinstance(message.content, str):
+        return [{"text": t} for t in text_parts(message)]
+    parts: list[Block] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            if part.text.strip():
+                parts.append({"text": part.text})
+        else:
+            parts.append(_image(part))
+    return parts
+
+
+def _model_parts(message: Message) -> list[Block]:
+    parts: list[Block] = [{"text": t} for t in text_parts(message)]
+    calls: list[Block] = [
+        {"functionCall": {"id": call.id, "name": call.name, "args": call.arguments}}
+        for call in message.tool_calls
+    ]
+    signature = next((r.signature for r in reasoning_for(message, "gemini") if r.signature), None)
+    if signature is not None:
+        target = calls[0] if calls else parts[-1]
+        target["thoughtSignature"] = signature
+    return parts + calls
+
+
+def response_object(message: Message) -> dict[str, Any]:
+    text = message.text
+    if message.is_error:
+        return {"error": text}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return parsed
+    return {"output": text}
+
+
+def render(conversation: Conversation) -> Rendered:
+    turns = Turns(
+        user_role="user",
+        content_key="parts",
+        is_result=lambda part: "functionResponse" in part,
+    )
+    names: dict[str, str] = {}
+    for message in conversation.history:
+        if message.role == "assistant":
+            names.update((call.id, call.name) for call in message.tool_calls)
+            turns.add("model", _model_parts(message))
+        elif message.role == "tool":
+            call_id = message.tool_call_id or ""
+            response = {
+                "id": call_id,
+                "name": names.get(call_id, "unknown"),
+                "response": response_object(message),
+            }
+            turns.add("user", [{"functionResponse": response}])
+        elif message.role == "system":
+            turns.add("user", [{"text": system_note_text(message)}])
+        else:
+            turns.add("user", _user_parts(message))
+    turns.ensure_user_first({"text": CONTINUATION_TEXT})
+    payload: dict[str, Any] = {}
+    if conversation.system_prompt is not None:
+        payload["systemInstruction"] = {"parts": [{"text": conversation.system_prompt}]}
+    payload["contents"] = turns.turns
+    return Rendered(payload=payload, repairs=tuple(turns.repairs))

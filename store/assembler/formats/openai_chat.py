@@ -1,0 +1,65 @@
+"""OpenAI Chat Completions: `{"messages": [...]}` (provider rules O1-O6).
+
+The system prompt is the first system message; a mid-conversation system
+message (a reminder, a summary) stays a system message at its place; tool
+call arguments are JSON strings; an assistant message's content is null only
+when it carries tool calls. Reasoning data is not replayed (Chat Completions
+has no field for it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.assembler.formats.common import (
+    Conversation,
+    Rendered,
+    arguments_json,
+    image_url,
+    text_parts,
+)
+from store.messages import ImagePart, Message, TextPart
+
+
+def user_content(message: Message) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            if part.text.strip():
+                parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            parts.append({"type": "image_url", "image_url": {"url": image_url(part)}})
+    return parts
+
+
+def render_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+    if message.role == "assistant":
+        text = "\n".join(text_parts(message))
+        rendered: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if message.tool_calls:
+            rendered["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
+                }
+                for call in message.tool_calls
+            ]
+        elif not text:
+            rendered["content"] = ""
+        return rendered
+    if message.role == "system":
+        return {"role": "system", "content": message.text}
+    return {"role": "user", "content": user_content(message)}
+
+
+def render(conversation: Conversation) -> Rendered:
+    messages: list[dict[str, Any]] = []
+    if conversation.system_prompt is not None:
+        messages.append({"role": "system", "content": conversation.system_prompt})
+    messages.extend(render_message(message) for message in conversation.history)
+    return Rendered(payload={"messages": messages})

@@ -1,0 +1,142 @@
+"""The Sentra XML tool protocol, for models without native function calling
+(behaviours §5, seed 003): `{"messages": [...]}` in OpenAI Chat shape with
+no `tool_calls` and no `tool` role.
+
+Each tool round (an assistant message with calls + their results) becomes
+ONE assistant message: its text, the `<sentra-tools>` call XML, a blank
+line, then one `<sentra-result>` per result. `step` numbers every call of
+the conversation from 0. Mid-conversation system messages become
+`<system-reminder>` user text. Consecutive same-role messages are merged so
+user and assistant alternate, and the final instruction is folded into the
+last user message — never two user messages in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from store.assembler.diagnostics import Repair, RepairKind
+from store.assembler.formats.common import Conversation, Rendered, system_note_text, text_parts
+from store.assembler.formats.openai_chat import user_content
+from store.assembler.formats.xml_parser import parse_tool_calls
+from store.assembler.formats.xml_values import escape_attribute, escape_text, render_json
+from store.assembler.formats.xml_values import render_parameter as _parameter
+from store.messages import Message, ToolCall
+
+__all__ = ["parse_tool_calls", "render", "render_result", "render_tool_calls"]
+
+
+def render_tool_calls(calls: Sequence[ToolCall]) -> str:
+    lines = ["<sentra-tools>"]
+    for call in calls:
+        lines.append(f'  <invoke name="{escape_attribute(call.name)}">')
+        lines.extend(f"    {_parameter(name, value)}" for name, value in call.arguments.items())
+        lines.append("  </invoke>")
+    lines.append("</sentra-tools>")
+    return "\n".join(lines)
+
+
+def render_result(*, step: int, call: ToolCall, result: Message) -> str:
+    success = "false" if result.is_error else "true"
+    reason = str(result.metadata.get("reason", ""))
+    return "\n".join(
+        [
+            f'<sentra-result step="{step}" tool="{escape_attribute(call.name)}" '
+            f'success="{success}">',
+            f"  <reason>{escape_text(reason)}</reason>",
+            f"  <arguments>{render_json(call.arguments)}</arguments>",
+            f"  <data>{escape_text(result.text)}</data>",
+            "</sentra-result>",
+        ]
+    )
+
+
+def _join(first: Any, second: Any) -> Any:
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n\n{second}"
+
+    def parts(content: Any) -> list[Any]:
+        return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+    return parts(first) + parts(second)
+
+
+class _Chat:
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.merged: dict[int, int] = {}  # message index -> pieces merged into it
+
+    def add(self, role: str, content: Any) -> None:
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == role and role != "system":
+            last["content"] = _join(last["content"], content)
+            index = len(self.messages) - 1
+            self.merged[index] = self.merged.get(index, 0) + 1
+        else:
+            self.messages.append({"role": role, "content": content})
+
+    def repairs(self) -> tuple[Repair, ...]:
+        return tuple(
+            Repair(
+                kind=RepairKind.MERGED_FOR_ALTERNATION,
+                detail=f"{count + 1} consecutive {self.messages[index]['role']} pieces "
+                "merged into one message",
+                payload_index=index,
+            )
+            for index, count in sorted(self.merged.items())
+        )
+
+
+def _tool_round(history: Sequence[Message], start: int, step: int) -> tuple[str, int, int]:
+    """(assistant text of the round, index after it, next step)."""
+    message = history[start]
+    calls = {call.id: call for call in message.tool_calls}
+    steps = {call.id: step + k for k, call in enumerate(message.tool_calls)}
+    end = start + 1
+    results: list[str] = []
+    while end < len(history) and history[end].role == "tool":
+        call_id = history[end].tool_call_id or ""
+        if call_id not in calls:
+            break
+        results.append(render_result(step=steps[call_id], call=calls[call_id], result=history[end]))
+        end += 1
+    pieces = [*text_parts(message), render_tool_calls(message.tool_calls)]
+    text = "\n\n".join(pieces)
+    if results:
+        text += "\n\n" + "\n".join(results)
+    return text, end, step + len(message.tool_calls)
+
+
+def render(conversation: Conversation, *, final_instruction: str | None) -> Rendered:
+    chat = _Chat()
+    if conversation.system_prompt is not None:
+        chat.add("system", conversation.system_prompt)
+    history = conversation.history
+    step = 0
+    i = 0
+    while i < len(history):
+        message = history[i]
+        if message.role == "assistant" and message.tool_calls:
+            text, i, step = _tool_round(history, i, step)
+            chat.add("assistant", text)
+            continue
+        if message.role == "tool":
+            # Only reachable with repair off: a result whose call is not visible.
+            orphan = ToolCall(id=message.tool_call_id or "unknown", name="unknown")
+            chat.add("assistant", render_result(step=step, call=orphan, result=message))
+            step += 1
+        elif message.role == "assistant":
+            chat.add("assistant", "\n".join(text_parts(message)))
+        elif message.role == "system":
+            chat.add("user", system_note_text(message))
+        else:
+            chat.add("user", user_content(message))
+        i += 1
+    if final_instruction:
+        # Folded in, so the task and the instruction read as one request (seed 003).
+        if chat.messages and chat.messages[-1]["role"] == "user":
+            chat.messages[-1]["content"] = _join(chat.messages[-1]["content"], final_instruction)
+        else:
+            chat.messages.append({"role": "user", "content": final_instruction})
+    return Rendered(payload={"messages": chat.messages}, repairs=chat.repairs())

@@ -1,0 +1,134 @@
+"""Making a visible window well-formed before placement (behaviours §3, §6).
+
+Always: every tool block is made contiguous: its results are pulled up to
+follow the call, and anything recorded between a call and its result (a
+reminder, a user message) is rendered after the block, never inside it.
+
+With `repair` on (the default), also: a call with no result gets a
+synthesized result saying the call was interrupted; a result with no earlier
+call, or a second result for the same call, is dropped; whitespace-only text
+parts are dropped. Every change is listed as a `Repair`; `message_index` is
+the index in the agent's visible window as passed to `assemble`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from store.assembler.diagnostics import Repair, RepairKind
+from store.messages import Message, MessageKind, TextPart
+
+INTERRUPTED_RESULT = "[tool call interrupted: no result was recorded for this call]"
+SYNTHESIZED = "synthesized"
+
+
+def placeholder_result(call_id: str, agent_id: str) -> Message:
+    return Message(
+        role="tool",
+        tool_call_id=call_id,
+        content=INTERRUPTED_RESULT,
+        is_error=True,
+        agent_id=agent_id,
+        kind=MessageKind.OUTPUT,
+        metadata={SYNTHESIZED: True},
+    )
+
+
+def _text_only_result(message: Message, index: int, repairs: list[Repair]) -> Message:
+    # Every format renders a tool result as text; say so rather than lose it silently.
+    if isinstance(message.content, str):
+        return message
+    texts = tuple(p for p in message.content if isinstance(p, TextPart))
+    if len(texts) != len(message.content):
+        repairs.append(
+            Repair(
+                kind=RepairKind.DROPPED_TOOL_RESULT_IMAGE,
+                detail=f"image parts of the result of {message.tool_call_id} dropped",
+                message_index=index,
+            )
+        )
+    return message.model_copy(update={"content": "\n".join(p.text for p in texts)})
+
+
+def _drop_empty_text(message: Message, index: int, repairs: list[Repair]) -> Message:
+    if isinstance(message.content, str):
+        return message
+    kept = tuple(p for p in message.content if not (isinstance(p, TextPart) and not p.text.strip()))
+    if len(kept) == len(message.content):
+        return message
+    repairs.append(
+        Repair(
+            kind=RepairKind.DROPPED_EMPTY_TEXT,
+            detail=f"{len(message.content) - len(kept)} empty text part(s) dropped",
+            message_index=index,
+        )
+    )
+    return message.model_copy(update={"content": kept if kept else ""})
+
+
+def normalise_window(
+    messages: Sequence[Message], *, repair: bool
+) -> tuple[list[Message], list[Repair]]:
+    """Contiguous tool blocks (+ repairs when asked); returns the new list and repairs."""
+    repairs: list[Repair] = []
+    out: list[Message] = []
+    consumed: set[int] = set()
+    answered: set[str] = set()
+    for i, message in enumerate(messages):
+        if i in consumed:
+            continue
+        if message.role == "tool":
+            call_id = message.tool_call_id or ""
+            kind = (
+                RepairKind.DROPPED_DUPLICATE_TOOL_RESULT
+                if call_id in answered
+                else RepairKind.DROPPED_ORPHAN_TOOL_RESULT
+            )
+            if repair:
+                repairs.append(
+                    Repair(kind=kind, detail=f"tool result for {call_id!r}", message_index=i)
+                )
+                continue
+            out.append(_text_only_result(message, i, repairs))
+            continue
+        out.append(_drop_empty_text(message, i, repairs) if repair else message)
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        waiting = {call.id for call in message.tool_calls}
+        skipped: list[int] = []
+        last_result = i
+        for j in range(i + 1, len(messages)):
+            if not waiting:
+                break
+            later = messages[j]
+            if j in consumed:
+                continue
+            if later.role == "tool" and later.tool_call_id in waiting:
+                waiting.discard(later.tool_call_id)
+                consumed.add(j)
+                last_result = j
+                out.append(_text_only_result(later, j, repairs))
+            else:
+                skipped.append(j)
+        moved = sum(j < last_result for j in skipped)
+        if moved:
+            repairs.append(
+                Repair(
+                    kind=RepairKind.MOVED_OUT_OF_TOOL_BLOCK,
+                    detail=f"{moved} message(s) recorded inside the tool block moved after it",
+                    message_index=i,
+                )
+            )
+        answered.update(call.id for call in message.tool_calls)
+        if repair:
+            for call in message.tool_calls:
+                if call.id in waiting:
+                    out.append(placeholder_result(call.id, message.agent_id))
+                    repairs.append(
+                        Repair(
+                            kind=RepairKind.SYNTHESIZED_TOOL_RESULT,
+                            detail=f"call {call.id!r} ({call.name}) had no result",
+                            message_index=i,
+                        )
+                    )
+    return out, repairs

@@ -1,0 +1,119 @@
+"""Anthropic Messages rules A1-A5 and A7-A9 (A6, the tools list, is not part
+of the assembled payload; A10's 100k messages is out of reach here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.assembler.rules.violation import Violation
+
+_THINKING = {"thinking", "redacted_thinking"}
+_TTLS = {"5m", "1h"}
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def _ids(blocks: list[dict[str, Any]], kind: str, key: str) -> list[str]:
+    return [str(b.get(key)) for b in blocks if b.get("type") == kind]
+
+
+def _check_cache_control(payload: dict[str, Any], found: list[Violation]) -> None:
+    marks: list[tuple[str, dict[str, Any]]] = []
+    system = payload.get("system")
+    if isinstance(system, list):
+        marks += [
+            (f"system[{k}]", b["cache_control"])
+            for k, b in enumerate(system)
+            if "cache_control" in b
+        ]
+    for i, message in enumerate(payload.get("messages", [])):
+        for k, block in enumerate(_blocks(message)):
+            if "cache_control" in block:
+                marks.append((f"messages[{i}].content[{k}]", block["cache_control"]))
+    if len(marks) > 4:
+        found.append(
+            Violation(
+                rule="A8", where=marks[4][0], message=f"{len(marks)} cache_control marks (max 4)"
+            )
+        )
+    for where, mark in marks:
+        if "ttl" in mark and mark["ttl"] not in _TTLS:
+            found.append(
+                Violation(rule="A8", where=where, message=f"ttl {mark['ttl']!r} not 5m|1h")
+            )
+
+
+def check(payload: dict[str, Any]) -> list[Violation]:
+    messages: list[dict[str, Any]] = payload.get("messages", [])
+    found: list[Violation] = []
+    _check_cache_control(payload, found)
+    if messages and messages[0].get("role") != "user":
+        found.append(
+            Violation(rule="A2", where="messages[0]", message="first message must be user")
+        )
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        role = message.get("role")
+        blocks = _blocks(message)
+        if role not in {"user", "assistant"}:
+            found.append(
+                Violation(rule="A1", where=where, message=f"role {role!r} not user|assistant")
+            )
+        if i and messages[i - 1].get("role") == role:
+            found.append(Violation(rule="A3", where=where, message=f"two {role} turns in a row"))
+        for k, block in enumerate(blocks):
+            if block.get("type") == "text" and not str(block.get("text", "")).strip():
+                found.append(
+                    Violation(rule="A7", where=f"{where}.content[{k}]", message="empty text block")
+                )
+        kinds = [b.get("type") for b in blocks]
+        if role == "assistant":
+            first_other = next((k for k, t in enumerate(kinds) if t not in _THINKING), len(kinds))
+            if any(t in _THINKING for t in kinds[first_other:]):
+                found.append(
+                    Violation(rule="A9", where=where, message="thinking blocks must come first")
+                )
+        if role == "user":
+            first_other = next((k for k, t in enumerate(kinds) if t != "tool_result"), len(kinds))
+            if "tool_result" in kinds[first_other:]:
+                found.append(
+                    Violation(rule="A5", where=where, message="tool_result blocks must come first")
+                )
+        uses = _ids(blocks, "tool_use", "id") if role == "assistant" else []
+        following = _blocks(messages[i + 1]) if i + 1 < len(messages) else []
+        answers = _ids(following, "tool_result", "tool_use_id")
+        if uses and sorted(uses) != sorted(answers):
+            found.append(
+                Violation(
+                    rule="A4",
+                    where=where,
+                    message="tool_use ids were found without tool_result blocks immediately "
+                    f"after: {', '.join(sorted(set(uses) - set(answers)) or ['(mismatch)'])}",
+                )
+            )
+        results = _ids(blocks, "tool_result", "tool_use_id") if role == "user" else []
+        previous = _blocks(messages[i - 1]) if i else []
+        if results and not set(results) <= set(_ids(previous, "tool_use", "id")):
+            found.append(
+                Violation(
+                    rule="A4", where=where, message="tool_result without a tool_use just before"
+                )
+            )
+    if messages and messages[-1].get("role") == "assistant":
+        last = _blocks(messages[-1])
+        if last and last[-1].get("type") == "text":
+            text = str(last[-1].get("text", ""))
+            if text != text.rstrip():
+                found.append(
+                    Violation(
+                        rule="A7",
+                        where=f"messages[{len(messages) - 1}]",
+                        message="final assistant content ends with whitespace",
+                    )
+                )
+    return found

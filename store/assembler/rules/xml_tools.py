@@ -1,0 +1,26 @@
+"""Rules of the XML tool protocol payload: OpenAI Chat shape (O1, O4), plus
+X1 no native tool data (no tool role, no tool_calls) and X2 user and
+assistant messages alternate (never two user messages in a row)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.assembler.rules.violation import Violation
+
+
+def check(payload: dict[str, Any]) -> list[Violation]:
+    messages: list[dict[str, Any]] = payload.get("messages", [])
+    found: list[Violation] = []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        role = message.get("role")
+        if role not in {"system", "user", "assistant"}:
+            found.append(Violation(rule="O1", where=where, message=f"role {role!r} not allowed"))
+        if role == "tool" or "tool_calls" in message or "tool_call_id" in message:
+            found.append(Violation(rule="X1", where=where, message="native tool data in xml-tools"))
+        if message.get("content") is None:
+            found.append(Violation(rule="O4", where=where, message="null content"))
+        if i and role in {"user", "assistant"} and messages[i - 1].get("role") == role:
+            found.append(Violation(rule="X2", where=where, message=f"two {role} messages in a row"))
+    return found

@@ -1,0 +1,139 @@
+"""`convo assemble`: in-process with CliRunner and as the installed console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from store.assembler import validate
+from store.cli import app
+
+DOCUMENT: dict[str, Any] = {
+    "messages": [
+        {"role": "user", "content": "list the files"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "ls", "arguments": '{"path": "."}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "user", "content": "sub-agent work", "agent": "helper"},
+    ],
+    "agent": {
+        "id": "main",
+        "sub_agent": False,
+        "system_prompt": None,
+        "role_definition": "You list files.",
+    },
+    "slots": {
+        "todo": [{"id": "1", "content": "list files", "status": "in_progress"}],
+        "useful_info": "cwd is /",
+    },
+}
+CONVO = Path(sys.executable).parent / "convo"
+
+
+def invoke(*args: str, stdin: str = "") -> Any:
+    return CliRunner().invoke(app, ["assemble", *args], input=stdin)
+
+
+@pytest.mark.parametrize(
+    "format", ["openai-chat", "openai-responses", "anthropic", "gemini", "xml-tools"]
+)
+def test_prints_payload_and_diagnostics(format: str) -> None:
+    result = invoke("--format", format, "-", stdin=json.dumps(DOCUMENT))
+    assert result.exit_code == 0, result.output
+    output = json.loads(result.stdout)
+    assert set(output) == {"payload", "diagnostics"}
+    assert validate(format, output["payload"]) == []
+    assert output["diagnostics"]["special_block"]["index"] == 2
+    assert "sub-agent work" not in result.stdout
+
+
+def test_reads_a_file_and_takes_policy_and_n(tmp_path: Path) -> None:
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(DOCUMENT))
+    result = invoke("--format", "openai-chat", "--policy", "tail", "--n", "2", str(path))
+    assert result.exit_code == 0, result.output
+    placement = json.loads(result.stdout)["diagnostics"]["special_block"]
+    assert (placement["policy"], placement["n"], placement["index"]) == ("tail", 2, 4)
+
+
+def test_output_is_deterministic() -> None:
+    first = invoke("--format", "anthropic", stdin=json.dumps(DOCUMENT))
+    second = invoke("--format", "anthropic", stdin=json.dumps(DOCUMENT))
+    assert first.stdout == second.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "problem"),
+    [
+        (["--format", "nope"], json.dumps(DOCUMENT), "unknown provider format 'nope'"),
+        (["--format", "gemini"], "{not json", "input is not valid JSON"),
+        (["--format", "gemini", "/no/such/file.json"], "", "no such file"),
+        (
+            ["--format", "gemini"],
+            json.dumps({"agent": {"id": "r", "sub_agent": True}}),
+            "no role definition",
+        ),
+        (["--format", "gemini", "--policy", "middle"], json.dumps(DOCUMENT), "policy"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], stdin: str, problem: str) -> None:
+    result = invoke(*args, stdin=stdin)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert problem in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def convo() -> Path:
+    if not CONVO.exists():
+        pytest.fail(f"console script missing: {CONVO} (run .venv/bin/pip install -e . --no-deps)")
+    return CONVO
+
+
+def test_console_script_assembles(convo: Path) -> None:
+    completed = subprocess.run(
+        [str(convo), "assemble", "--format", "anthropic", "-"],
+        input=json.dumps(DOCUMENT),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    output = json.loads(completed.stdout)
+    assert output["diagnostics"]["cache_breakpoints"] == ["system[0]", "messages[0].content[0]"]
+
+
+def test_console_script_reports_a_configuration_error(convo: Path) -> None:
+    document = {"agent": {"id": "reviewer", "sub_agent": True}, "messages": []}
+    completed = subprocess.run(
+        [str(convo), "assemble", "--format", "openai-chat"],
+        input=json.dumps(document),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.strip() == (
+        "convo assemble: sub-agent 'reviewer' has no role definition; "
+        "set one before building a payload for it"
+    )
