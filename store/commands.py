@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from store import window as win
 from store.context import TODO, AgentProfile, TodoItem
-from store.errors import InvalidMessage, InvalidOperation
+from store.errors import BoundaryError, InvalidMessage, InvalidOperation
 from store.events import (
     AgentConfigured,
     BatchStarted,
@@ -29,7 +31,7 @@ from store.events import (
 )
 from store.messages import Content, Message, MessageKind, Role, StoredMessage
 from store.tokens import TokenCounter, approximate_tokens, estimate_message_tokens
-from store.validation import CallState, call_ids_involved, validate_append
+from store.validation import CallState, call_ids_involved, content_chars, validate_append
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +62,9 @@ class Limits:
 
 
 def _prepared(message: Message, limits: Limits) -> Message:
+    # A caller's own estimate (e.g. the provider's usage figures) wins.
+    if message.token_estimate is not None:
+        return message
     estimate = estimate_message_tokens(message, limits.count_tokens)
     return message.model_copy(update={"token_estimate": estimate})
 
@@ -222,6 +227,14 @@ async def insert_messages(
         # Results follow their call: a result right after the point means
         # the point is inside a tool-call block.
         raise InvalidOperation(f"insert position {position} is inside a tool-call block")
+    waiting = _waiting_calls_of_block(window, before, await state.pending_call_ids())
+    if waiting:
+        # The result still to come must follow its call; anything placed
+        # here would end up between them.
+        raise InvalidOperation(
+            f"insert position {position} follows tool call(s) {', '.join(waiting)} "
+            "still waiting for a result"
+        )
     head = await state.head()
     if after is None:
         keys = [Decimal(head.next_seq + i) for i in range(len(messages))]
@@ -244,11 +257,31 @@ async def insert_messages(
     return [event, *appended]
 
 
+def _waiting_calls_of_block(
+    window: Sequence[win.WindowEntry], entry: win.WindowEntry | None, pending: set[str]
+) -> list[str]:
+    """Pending call ids of the tool block `entry` belongs to (if any)."""
+    if entry is None:
+        return []
+    calls = entry.call_ids
+    if entry.answers is not None:
+        calls = next((e.call_ids for e in window if entry.answers in e.call_ids), ())
+    return sorted(set(calls) & pending)
+
+
 async def rollback_to_batch(state: ConversationState, batch: int) -> list[DomainEvent]:
     """Make batch k's view current again, as a new batch."""
     source = await state.batch_window(batch)
     if source is None:
         raise InvalidOperation(f"there is no batch {batch} to roll back to")
+    shown_calls = {c for e in source for c in e.call_ids}
+    hidden = sorted(await state.pending_call_ids() - shown_calls)
+    if hidden:
+        raise BoundaryError(
+            f"batch {batch} does not show tool call(s) {', '.join(hidden)} still waiting for "
+            "a result; rolling back to it would orphan their results"
+        )
+    win.enforce_tool_blocks(source, source, pending_call_ids=())
     head = await state.head()
     definition = win.selection_to_batch(source, source, next_seq=head.next_seq)
     return [
@@ -263,19 +296,36 @@ async def rollback_to_batch(state: ConversationState, batch: int) -> list[Domain
 
 
 async def replace_content(
-    state: ConversationState, seq: int, content: Content
+    state: ConversationState, seq: int, content: Content, limits: Limits
 ) -> list[DomainEvent]:
     """Edit a message's content; the original stays in the log."""
     original = await state.message(seq)
     if original is None:
         raise InvalidOperation(f"there is no message with seq {seq}")
     try:
-        Message.model_validate({**original.as_message().model_dump(), "content": content})
-    except ValueError as error:
-        raise InvalidMessage(str(error).splitlines()[-1].strip(), index=None) from None
-    if original.content == content:
+        edited = Message.model_validate(
+            {**original.as_message().model_dump(), "content": content, "token_estimate": None}
+        )
+    except ValidationError as error:
+        raise InvalidMessage(
+            error.errors()[0]["msg"], client_id=original.client_message_id
+        ) from None
+    size = content_chars(edited)
+    if size > limits.max_message_chars:
+        raise InvalidMessage(
+            f"content is {size} characters, over the limit of {limits.max_message_chars}",
+            client_id=original.client_message_id,
+        )
+    if original.content == edited.content:
         raise InvalidOperation(f"replace would not change message {seq}: same content")
-    return [MessageEdited(seq=seq, content=content, previous_content=original.content)]
+    return [
+        MessageEdited(
+            seq=seq,
+            content=edited.content,
+            previous_content=original.content,
+            token_estimate=estimate_message_tokens(edited, limits.count_tokens),
+        )
+    ]
 
 
 def configure_agent(profile: AgentProfile) -> list[DomainEvent]:

@@ -52,6 +52,7 @@ class MessageEdited(_Event):
     seq: int
     content: Content
     previous_content: Content
+    token_estimate: int | None = None  # of the edited message
 
 
 class AgentConfigured(_Event):

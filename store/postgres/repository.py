@@ -40,7 +40,8 @@ from store.messages import Content, Message, Role, StoredMessage
 from store.postgres import reads
 from store.postgres.state import PostgresState
 from store.projections.apply import project
-from store.projections.tables import PROJECTION_TABLES, messages
+from store.projections.tables import PROJECTION_TABLES
+from store.projections.tables import messages as messages_table
 from store.records import ExpectedVersion, RecordedEvent, StreamState, canonical_hash
 from store.repository import (
     Appended,
@@ -188,12 +189,12 @@ class PostgresRepository:
     async def append_messages(
         self,
         conversation_id: uuid.UUID,
-        messages_: Sequence[Message | dict[str, Any]],
+        messages: Sequence[Message | dict[str, Any]],
         *,
         expected_version: ExpectedVersion = ANY,
         idempotency_key: str | None = None,
     ) -> Appended:
-        parsed = [parse_message(m, i) for i, m in enumerate(messages_)]
+        parsed = [parse_message(m, i) for i, m in enumerate(messages)]
         request_hash = canonical_hash([m.model_dump(mode="json") for m in parsed])
 
         async def decide(state: PostgresState) -> list[DomainEvent]:
@@ -255,7 +256,7 @@ class PostgresRepository:
         for message in parsed:
             assert message.client_message_id is not None
             original = found[message.client_message_id]
-            if original.as_message().model_copy(update={"token_estimate": None}) != message:
+            if _comparable(original.as_message()) != _comparable(message):
                 raise IdempotencyConflict(
                     message.client_message_id, "a message with this client id has other content"
                 )
@@ -271,7 +272,7 @@ class PostgresRepository:
         expected_version: ExpectedVersion = ANY,
     ) -> int:
         async def decide(state: PostgresState) -> list[DomainEvent]:
-            return await commands.replace_content(state, seq, content)
+            return await commands.replace_content(state, seq, content, self.limits)
 
         version, _ = await self._command(conversation_id, decide, expected_version)
         return version
@@ -394,11 +395,11 @@ class PostgresRepository:
         self,
         conversation_id: uuid.UUID,
         position: int,
-        messages_: Sequence[Message | dict[str, Any]],
+        messages: Sequence[Message | dict[str, Any]],
         *,
         expected_version: ExpectedVersion = ANY,
     ) -> BatchResult:
-        parsed = [parse_message(m, i) for i, m in enumerate(messages_)]
+        parsed = [parse_message(m, i) for i, m in enumerate(messages)]
         if not parsed:
             raise InvalidOperation("insert needs at least one message")
 
@@ -474,8 +475,11 @@ class PostgresRepository:
             await reads.conversation(conn, conversation_id, self.tenant)
             rows = await conn.execute(
                 reads.select_messages()
-                .where(messages.c.conversation_id == conversation_id, messages.c.batch == batch)
-                .order_by(messages.c.seq)
+                .where(
+                    messages_table.c.conversation_id == conversation_id,
+                    messages_table.c.batch == batch,
+                )
+                .order_by(messages_table.c.seq)
             )
             return [reads.stored_message(r) for r in rows]
 
@@ -524,3 +528,9 @@ class PostgresRepository:
             format=format,
             options=options,
         )
+
+
+def _comparable(message: Message) -> Message:
+    """A message as a retry must match it: the token estimate may have been
+    computed by the store on the first attempt."""
+    return message.model_copy(update={"token_estimate": None})

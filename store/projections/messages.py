@@ -102,9 +102,16 @@ async def edit(
             )
         )
     ).one()
-    edited = Message.model_validate({**row.body, "content": event.content})
+    edited = Message.model_validate(
+        {**row.body, "content": event.content, "token_estimate": event.token_estimate}
+    )
     await conn.execute(
         update(messages)
         .where(messages.c.conversation_id == conversation_id, messages.c.seq == event.seq)
-        .values(body=message_body(edited), text=edited.text, edited_at=recorded_at)
+        .values(
+            body=message_body(edited),
+            text=edited.text,
+            token_estimate=edited.token_estimate or 0,
+            edited_at=recorded_at,
+        )
     )

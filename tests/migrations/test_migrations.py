@@ -44,8 +44,8 @@ def test_models_match_the_migrated_schema(empty_database_url: str, settings: Set
                 opts={
                     "compare_type": True,
                     "compare_server_default": True,
-                    "include_name": lambda name, type_, _: not (
-                        type_ == "table" and is_role_partition(name)
+                    "include_name": lambda name, type_, _: (
+                        not (type_ == "table" and is_role_partition(name))
                     ),
                 },
             )

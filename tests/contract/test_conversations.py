@@ -1,0 +1,228 @@
+"""Contract: conversations — create, get, archive, delete, tenants, and the
+expected-version check every write makes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+import pytest
+from sqlalchemy import func, select
+
+from store.errors import (
+    ConcurrencyConflict,
+    ConversationDeleted,
+    ConversationNotFound,
+)
+from store.events import ConversationDeleted as ConversationDeletedEvent
+from store.projections.tables import PROJECTION_TABLES
+from store.records import StreamState
+from store.repository import Repository
+from store.schema import events
+from tests.contract.conftest import RepositoryFactory, Snapshot, append_texts, seqs, user
+
+Read = Callable[[Repository, uuid.UUID], Awaitable[object]]
+
+READS: dict[str, Read] = {
+    "get_conversation": lambda r, c: r.get_conversation(c),
+    "visible_window": lambda r, c: r.visible_window(c),
+    "recent_by_role": lambda r, c: r.recent_by_role(c, "user", 3),
+    "role_range": lambda r, c: r.role_range(c, "user", 1, 2),
+    "count_by_role": lambda r, c: r.count_by_role(c),
+    "tool_blocks": lambda r, c: r.tool_blocks(c),
+    "batch_messages": lambda r, c: r.batch_messages(c, 1),
+    "batches": lambda r, c: r.batches(c),
+    "context_slots": lambda r, c: r.context_slots(c),
+    "agent_profile": lambda r, c: r.agent_profile(c),
+}
+
+WRITES: dict[str, Read] = {
+    "append_messages": lambda r, c: r.append_messages(c, [user("hi")]),
+    "replace": lambda r, c: r.replace(c, 1, "new"),
+    "update_slot": lambda r, c: r.update_slot(c, "useful_info", "x"),
+    "start_batch": lambda r, c: r.start_batch(c, 1),
+    "clear": lambda r, c: r.clear(c),
+    "insert": lambda r, c: r.insert(c, 0, [user("x")]),
+    "rollback_to_batch": lambda r, c: r.rollback_to_batch(c, 1),
+    "archive": lambda r, c: r.archive(c),
+    "delete": lambda r, c: r.delete(c),
+}
+
+
+async def test_create_then_get(repository: Repository) -> None:
+    created = await repository.create_conversation(metadata={"project": "demo", "tags": ["a"]})
+
+    assert created.version == 1  # ConversationStarted
+    assert (created.current_batch, created.next_seq) == (1, 1)
+    assert created.tenant == "default"
+    assert not created.archived
+    assert created.metadata == {"project": "demo", "tags": ["a"]}
+    assert created.started_at.tzinfo is not None
+    assert await repository.get_conversation(created.id) == created
+
+
+async def test_create_with_a_chosen_id(repository: Repository) -> None:
+    chosen = uuid.uuid4()
+    created = await repository.create_conversation(chosen)
+    assert created.id == chosen
+    assert created.metadata == {}
+
+
+async def test_creating_an_existing_conversation_conflicts(repository: Repository) -> None:
+    conversation = await repository.create_conversation()
+    await repository.append_messages(conversation.id, [user("hi")])
+
+    with pytest.raises(ConcurrencyConflict, match="no stream") as caught:
+        await repository.create_conversation(conversation.id)
+    assert caught.value.actual == 2
+    assert (await repository.get_conversation(conversation.id)).version == 2
+
+
+@pytest.mark.parametrize("operation", [*READS, *WRITES])
+async def test_unknown_conversation_is_not_found(repository: Repository, operation: str) -> None:
+    missing = uuid.uuid4()
+    with pytest.raises(ConversationNotFound):
+        await {**READS, **WRITES}[operation](repository, missing)
+
+
+async def test_each_event_bumps_the_version_by_one(
+    repository: Repository, conversation_id: uuid.UUID
+) -> None:
+    appended = await repository.append_messages(conversation_id, [user("a"), user("b")])
+    assert appended.version == 3
+    assert await repository.update_slot(conversation_id, "useful_info", "x") == 4
+    batch = await repository.start_batch(conversation_id, 2, summary=user("summary"))
+    assert batch.version == 6  # BatchStarted + the summary's MessageAppended
+    inserted = await repository.insert(conversation_id, 0, [user("c"), user("d")])
+    assert inserted.version == 9  # BatchStarted + two messages
+    assert (await repository.get_conversation(conversation_id)).version == 9
+
+
+async def test_stale_expected_version_conflicts_and_writes_nothing(
+    repository: Repository, conversation_id: uuid.UUID
+) -> None:
+    first = await repository.append_messages(conversation_id, [user("a")], expected_version=1)
+    assert first.version == 2
+    before = await Snapshot.take(repository, conversation_id)
+
+    with pytest.raises(ConcurrencyConflict) as caught:
+        await repository.append_messages(conversation_id, [user("b")], expected_version=1)
+    assert (caught.value.expected, caught.value.actual) == (1, 2)
+    assert "expected 1" in str(caught.value)
+    assert "version 2" in str(caught.value)
+    with pytest.raises(ConcurrencyConflict):
+        await repository.truncate(conversation_id, keep_last=0, expected_version=5)
+    with pytest.raises(ConcurrencyConflict):
+        await repository.update_slot(conversation_id, "useful_info", "x", expected_version=0)
+    with pytest.raises(ConcurrencyConflict, match="no stream"):
+        await repository.replace(conversation_id, 2, "z", expected_version=StreamState.NO_STREAM)
+
+    assert await Snapshot.take(repository, conversation_id) == before
+    second = await repository.append_messages(conversation_id, [user("b")], expected_version=2)
+    assert second.version == 3
+
+
+async def test_archive_flags_the_conversation(
+    repository: Repository, conversation_id: uuid.UUID
+) -> None:
+    await append_texts(repository, conversation_id, "U", "A")
+
+    archived = await repository.archive(conversation_id)
+
+    assert archived.archived
+    assert archived.version == 4
+    assert seqs(await repository.visible_window(conversation_id)) == [1, 2]
+    # Archiving is a flag for listings, not a write lock (PostgreSQL today).
+    appended = await repository.append_messages(conversation_id, [user("later")])
+    assert seqs(appended.messages) == [3]
+    assert (await repository.get_conversation(conversation_id)).archived
+
+
+@pytest.mark.parametrize("operation", list(READS))
+async def test_reads_of_a_deleted_conversation_find_nothing(
+    repository: Repository, conversation_id: uuid.UUID, operation: str
+) -> None:
+    await append_texts(repository, conversation_id, "U", "A")
+    await repository.delete(conversation_id)
+
+    with pytest.raises(ConversationNotFound):
+        await READS[operation](repository, conversation_id)
+
+
+@pytest.mark.parametrize("operation", list(WRITES))
+async def test_writes_to_a_deleted_conversation_are_refused(
+    repository: Repository, conversation_id: uuid.UUID, operation: str
+) -> None:
+    await append_texts(repository, conversation_id, "U", "A")
+    await repository.delete(conversation_id)
+
+    with pytest.raises(ConversationDeleted):
+        await WRITES[operation](repository, conversation_id)
+
+
+async def test_a_deleted_id_cannot_be_reused(
+    repository: Repository, conversation_id: uuid.UUID
+) -> None:
+    await repository.delete(conversation_id)
+    with pytest.raises(ConversationDeleted):
+        await repository.create_conversation(conversation_id)
+
+
+async def test_delete_purges_postgres_rows(
+    repository: Repository, conversation_id: uuid.UUID, backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend != "postgres":
+        pytest.skip("row purge is a PostgreSQL storage property")
+    await append_texts(repository, conversation_id, "U", "A")
+    await repository.update_slot(conversation_id, "useful_info", "x")
+
+    await repository.delete(conversation_id)
+
+    engine = request.getfixturevalue("contract_engine")
+    async with engine.connect() as conn:
+        for table in PROJECTION_TABLES:
+            count = await conn.scalar(
+                select(func.count()).where(table.c.conversation_id == conversation_id)
+            )
+            assert count == 0, table.name
+        remaining = list(
+            await conn.execute(
+                select(events.c.version, events.c.type, events.c.data).where(
+                    events.c.conversation_id == conversation_id
+                )
+            )
+        )
+    # Only the content-free tombstone event remains, for feed readers.
+    assert [tuple(r) for r in remaining] == [(5, ConversationDeletedEvent().type, {})]
+
+
+async def test_other_tenants_cannot_see_or_touch_a_conversation(
+    make_repository: RepositoryFactory,
+) -> None:
+    ours = make_repository()
+    theirs = make_repository(tenant="other")
+    conversation = await ours.create_conversation()
+    await ours.append_messages(conversation.id, [user("secret")])
+
+    for operation in [*READS, *WRITES]:
+        with pytest.raises(ConversationNotFound):
+            await {**READS, **WRITES}[operation](theirs, conversation.id)
+    with pytest.raises(ConversationNotFound):
+        await theirs.create_conversation(conversation.id)
+
+    after = await ours.get_conversation(conversation.id)
+    assert after.version == 2
+    assert [m.text for m in await ours.visible_window(conversation.id)] == ["secret"]
+
+
+async def test_each_tenant_sees_its_own_conversations(make_repository: RepositoryFactory) -> None:
+    ours = make_repository()
+    theirs = make_repository(tenant="other")
+    mine = await ours.create_conversation()
+    yours = await theirs.create_conversation()
+
+    assert (await theirs.get_conversation(yours.id)).tenant == "other"
+    with pytest.raises(ConversationNotFound):
+        await ours.get_conversation(yours.id)
+    with pytest.raises(ConversationNotFound):
+        await theirs.get_conversation(mine.id)
