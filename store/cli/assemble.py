@@ -1,23 +1,29 @@
-"""`convo assemble`: build a provider payload offline from one JSON document.
+"""`convo assemble`: build a provider payload from one JSON document, or
+from a stored conversation.
 
-No database: the document carries the messages, the agent, its slots and
-the options (see `store.assembler.document`). Prints
-`{"payload": ..., "diagnostics": ...}` as JSON. Bad input or configuration
-exits 2 with one line on stderr, never a traceback.
+From a document (the default) there is no database: the document carries
+the messages, the agent, its slots and the options (see
+`store.assembler.document`). With `--conversation ID [--agent A]` the
+payload is built through the repository from the stored conversation's
+visible window and the agent's profile and slots as they are now. Either
+way it prints `{"payload": ..., "diagnostics": ...}` as JSON. Bad input or
+configuration exits 2 with one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from store.assembler import assemble, parse_format
+from store.assembler import AssembleOptions, Assembly, ProviderFormat, assemble, parse_format
 from store.assembler.document import read_document
-from store.errors import ConfigurationError
+from store.errors import ConvoStoreError
 
 EXIT_BAD_INPUT = 2
 
@@ -51,8 +57,20 @@ def assemble_command(
         typer.Option(help="after_tool_result | before_assistant | from_end | after_system | tail"),
     ] = None,
     n: Annotated[int | None, typer.Option("--n", help="The policy's n.")] = None,
+    conversation: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation",
+            "-c",
+            help="Assemble this stored conversation (its id) instead of a document.",
+        ),
+    ] = None,
+    agent: Annotated[
+        str, typer.Option(help="With --conversation: the agent whose payload to build.")
+    ] = "main",
 ) -> None:
-    """Assemble a provider request body (and diagnostics) from a JSON document."""
+    """Assemble a provider request body (and diagnostics) from a JSON document
+    or a stored conversation."""
     overrides: dict[str, Any] = {}
     if policy is not None:
         overrides["policy"] = policy
@@ -60,21 +78,53 @@ def assemble_command(
         overrides["n"] = n
     try:
         provider = parse_format(format)
-        request = read_document(_read(source), overrides=overrides)
-        assembly = assemble(
-            request.messages,
-            profile=request.profile,
-            slots=request.slots,
-            format=provider,
-            options=request.options,
-        )
-    except (ValueError, ConfigurationError) as error:
+        if conversation is not None:
+            assembly = _from_store(conversation, agent, provider, overrides)
+        else:
+            request = read_document(_read(source), overrides=overrides)
+            assembly = assemble(
+                request.messages,
+                profile=request.profile,
+                slots=request.slots,
+                format=provider,
+                options=request.options,
+            )
+    except (ValueError, ConvoStoreError) as error:
         raise _fail(str(error)) from None
     output = {
         "payload": assembly.payload,
         "diagnostics": assembly.diagnostics.model_dump(mode="json"),
     }
     typer.echo(json.dumps(output, indent=2, ensure_ascii=False))
+
+
+def _from_store(
+    conversation: str, agent: str, provider: ProviderFormat, overrides: dict[str, Any]
+) -> Assembly:
+    from store.db import make_async_engine
+    from store.postgres import PostgresRepository
+    from store.runtime import open_database
+    from store.settings import Settings
+
+    try:
+        conversation_id = uuid.UUID(conversation)
+    except ValueError:
+        raise _fail(f"not a conversation id: {conversation}") from None
+    options = AssembleOptions.model_validate(overrides)
+    settings = Settings.from_env()
+
+    async def build(url: str) -> Assembly:
+        engine = make_async_engine(url, settings)
+        try:
+            repository = PostgresRepository(engine)
+            return await repository.assemble(
+                conversation_id, agent_id=agent, format=provider, options=options
+            )
+        finally:
+            await engine.dispose()
+
+    with open_database(settings) as database:
+        return asyncio.run(build(database.url))
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,8 @@ rebuilding everything, and the demo session end to end."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 
 import pytest
@@ -11,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from typer.testing import CliRunner
 
 from store.cli import app
+from store.db import make_async_engine
 from store.demo import run_demo
 from store.errors import ConversationDeleted, ConversationNotFound
 from store.log import EventLog
@@ -139,3 +142,24 @@ async def test_demo_session_runs_end_to_end(
     assert "last 3 user messages" in shown
     assert "Summary so far" in shown
     assert "[x] Find" in shown  # rich markup must not eat "[x]"
+
+
+def test_assemble_command_builds_a_stored_conversations_payload(database_url: str) -> None:
+    async def store_session() -> uuid.UUID:
+        engine = make_async_engine(database_url, Settings.from_env())
+        try:
+            return await _session(PostgresRepository(engine))
+        finally:
+            await engine.dispose()
+
+    cid = asyncio.run(store_session())
+    runner = CliRunner()
+    env = {"DATABASE_URL": database_url}
+    result = runner.invoke(app, ["assemble", "-f", "gemini", "-c", str(cid)], env=env)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)["payload"]
+    assert [c["role"] for c in payload["contents"]] == ["user", "model", "user", "model"]
+
+    missing = runner.invoke(app, ["assemble", "-f", "gemini", "-c", str(uuid.uuid4())], env=env)
+    assert missing.exit_code == 2
+    assert "does not exist" in missing.output
