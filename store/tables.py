@@ -6,6 +6,7 @@ is needed: the alembic environment, the models-match-migrations test.
 
 from __future__ import annotations
 
+from store import api_keys as api_key_tables  # noqa: F401
 from store.projections import tables as projection_tables
 from store.projections.tables import is_role_partition
 from store.schema import metadata

@@ -11,7 +11,7 @@ import importlib
 
 import typer
 
-COMMAND_MODULES: tuple[str, ...] = ("db", "assemble")
+COMMAND_MODULES: tuple[str, ...] = ("db", "assemble", "keys")
 
 app = typer.Typer(
     name="convo",

@@ -1,0 +1,58 @@
+"""Assembly: the provider request body of an agent's next LLM call."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from api.deps import RepositoryDep
+from api.errors import CONVERSATION_ERRORS
+from api.schemas import Assembled, AssembleRequest
+from store.assembler import AssembleOptions
+
+router = APIRouter(prefix="/conversations", tags=["assembly"])
+
+# Options that hold code, not data: they cannot come from JSON.
+NOT_FROM_JSON = frozenset({"token_counter"})
+
+
+def assemble_options(raw: dict[str, Any]) -> AssembleOptions:
+    """The assembler's options from the request's `options` object, or a 422
+    naming the offending option."""
+    location = ("body", "options")
+    refused = sorted(NOT_FROM_JSON & raw.keys())
+    if refused:
+        raise RequestValidationError(
+            [
+                {"loc": (*location, name), "msg": "cannot be set over HTTP", "type": "value_error"}
+                for name in refused
+            ]
+        )
+    try:
+        return AssembleOptions.model_validate(raw)
+    except ValidationError as error:
+        raise RequestValidationError(
+            [{**e, "loc": (*location, *e["loc"])} for e in error.errors()]
+        ) from None
+
+
+@router.post(
+    "/{conversation_id}/assemble",
+    summary="Assemble the payload of an agent's next LLM call",
+    responses=CONVERSATION_ERRORS,
+)
+async def assemble(
+    conversation_id: uuid.UUID, body: AssembleRequest, repository: RepositoryDep
+) -> Assembled:
+    """Build the request body for `format` from the agent's visible window and
+    its slots as they are now, with diagnostics (special block placement,
+    repairs, token estimate, stable-prefix fingerprint)."""
+    options = assemble_options(body.options)
+    assembly = await repository.assemble(
+        conversation_id, agent_id=body.agent_id, format=body.format, options=options
+    )
+    return Assembled(payload=assembly.payload, diagnostics=assembly.diagnostics)

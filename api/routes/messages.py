@@ -1,0 +1,66 @@
+"""Messages: append (idempotently, with optimistic concurrency), replace content."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response, status
+
+from api.deps import RepositoryDep
+from api.errors import WRITE_ERRORS
+from api.schemas import ContentReplace, MessagesAppend, Written, expected_version
+from store.repository import Appended
+
+router = APIRouter(prefix="/conversations", tags=["messages"])
+
+
+@router.post(
+    "/{conversation_id}/messages",
+    status_code=status.HTTP_201_CREATED,
+    summary="Append messages",
+    responses={
+        **WRITE_ERRORS,
+        200: {"model": Appended, "description": "An idempotent retry: nothing was written"},
+    },
+)
+async def append_messages(
+    conversation_id: uuid.UUID,
+    body: MessagesAppend,
+    repository: RepositoryDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="A retry with the same key and body returns the original result.",
+        ),
+    ] = None,
+) -> Appended:
+    """Append messages in one transaction: all are stored, or none (422 names the
+    message and the problem). A retry with the same `Idempotency-Key` (or the
+    same client message ids) answers 200 with `replayed: true`."""
+    appended = await repository.append_messages(
+        conversation_id,
+        body.messages,
+        expected_version=expected_version(body.expected_version),
+        idempotency_key=idempotency_key,
+    )
+    if appended.replayed:
+        response.status_code = status.HTTP_200_OK
+    return appended
+
+
+@router.put(
+    "/{conversation_id}/messages/{seq}",
+    summary="Replace a message's content",
+    responses=WRITE_ERRORS,
+)
+async def replace_content(
+    conversation_id: uuid.UUID, seq: int, body: ContentReplace, repository: RepositoryDep
+) -> Written:
+    """Edit message `seq` in place (an event; the original stays in the log)."""
+    version = await repository.replace(
+        conversation_id, seq, body.content, expected_version=expected_version(body.expected_version)
+    )
+    return Written(conversation_id=conversation_id, version=version)

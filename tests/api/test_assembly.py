@@ -1,0 +1,101 @@
+"""api.routes.assembly: payloads in provider formats, options, errors."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from api.routes.assembly import assemble_options
+from store.assembler import AssembleOptions, PlacementPolicy
+from tests.api.conftest import TOOL_TURN, new_conversation
+
+
+async def _session(client: httpx.AsyncClient) -> str:
+    cid = await new_conversation(client)
+    await client.post(f"/conversations/{cid}/messages", json={"messages": TOOL_TURN})
+    await client.put(
+        f"/conversations/{cid}/agents/main/slots/todo",
+        json={"value": [{"id": "1", "content": "answer the user", "status": "in_progress"}]},
+    )
+    return cid
+
+
+async def test_openai_chat_payload(acme: httpx.AsyncClient) -> None:
+    cid = await _session(acme)
+    response = await acme.post(f"/conversations/{cid}/assemble", json={"format": "openai-chat"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    messages = body["payload"]["messages"]
+    assert messages[0] == {"role": "system", "content": "You are terse."}
+    assert any(m.get("tool_calls") for m in messages)
+    assert any(m["role"] == "tool" and m["tool_call_id"] == "call_1" for m in messages)
+    assert "answer the user" in str(messages)
+    diagnostics = body["diagnostics"]
+    assert diagnostics["format"] == "openai-chat"
+    assert diagnostics["agent_id"] == "main"
+    assert diagnostics["special_block"]["slots"] == ["todo"]
+    assert diagnostics["token_estimate"] > 0
+
+
+async def test_anthropic_payload_with_options(acme: httpx.AsyncClient) -> None:
+    cid = await _session(acme)
+    await acme.put(f"/conversations/{cid}/agents/main", json={"system_prompt": "Be exact."})
+    response = await acme.post(
+        f"/conversations/{cid}/assemble",
+        json={"format": "anthropic", "options": {"policy": "tail", "cache_breakpoints": False}},
+    )
+    assert response.status_code == 200, response.text
+    payload = response.json()["payload"]
+    assert "Be exact." in str(payload["system"])
+    assert payload["messages"][0]["role"] == "user"
+    assert any(
+        part.get("type") == "tool_use"
+        for m in payload["messages"]
+        if isinstance(m["content"], list)
+        for part in m["content"]
+    )
+    diagnostics = response.json()["diagnostics"]
+    assert diagnostics["special_block"]["policy"] == "tail"
+    assert diagnostics["cache_breakpoints"] == []
+    assert diagnostics["system_prompt_source"] == "custom"
+
+
+async def test_assembly_errors_are_422(acme: httpx.AsyncClient) -> None:
+    cid = await _session(acme)
+    url = f"/conversations/{cid}/assemble"
+    bad_format = await acme.post(url, json={"format": "cohere"})
+    assert bad_format.status_code == 422
+    assert bad_format.json()["error"]["message"].startswith("body.format:")
+    bad_option = await acme.post(url, json={"options": {"policy": "somewhere"}})
+    assert bad_option.status_code == 422
+    assert bad_option.json()["error"]["message"].startswith("body.options.policy:")
+    unknown_option = await acme.post(url, json={"options": {"colour": "red"}})
+    assert (
+        "body.options.colour: Extra inputs are not permitted"
+        in unknown_option.json()["error"]["message"]
+    )
+    code_option = await acme.post(url, json={"options": {"token_counter": "len"}})
+    assert code_option.json()["error"]["message"] == (
+        "body.options.token_counter: cannot be set over HTTP"
+    )
+
+
+async def test_a_sub_agent_without_a_role_definition_is_a_configuration_error(
+    acme: httpx.AsyncClient,
+) -> None:
+    cid = await _session(acme)
+    await acme.post(
+        f"/conversations/{cid}/messages",
+        json={"messages": [{"role": "user", "content": "go", "agent_id": "helper"}]},
+    )
+    response = await acme.post(f"/conversations/{cid}/assemble", json={"agent_id": "helper"})
+    assert response.status_code == 422
+    assert response.json()["error"]["type"] == "ConfigurationError"
+    assert "helper" in response.json()["error"]["message"]
+
+
+def test_options_are_validated_into_the_assemblers_model() -> None:
+    assert assemble_options({}) == AssembleOptions()
+    assert assemble_options({"policy": "from_end", "n": 2}).policy is PlacementPolicy.FROM_END
+    with pytest.raises(Exception, match="options"):
+        assemble_options({"n": 0})
