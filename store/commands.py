@@ -30,6 +30,7 @@ from store.events import (
     MessageEdited,
 )
 from store.messages import Content, Message, MessageKind, Role, StoredMessage
+from store.settings import Settings
 from store.tokens import TokenCounter, approximate_tokens, estimate_message_tokens
 from store.validation import CallState, call_ids_involved, content_chars, validate_append
 
@@ -59,6 +60,10 @@ class ConversationState(Protocol):
 class Limits:
     max_message_chars: int = 1_000_000
     count_tokens: TokenCounter = approximate_tokens
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(max_message_chars=settings.max_message_chars)
 
 
 def _prepared(message: Message, limits: Limits) -> Message:

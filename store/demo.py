@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from store.commands import Limits
 from store.context import AgentProfile, TodoItem
 from store.db import make_async_engine
 from store.messages import Message, StoredMessage, ToolCall
@@ -198,7 +199,7 @@ async def _session(repo: PostgresRepository) -> Any:
 
 async def run_demo(url: str, settings: Settings, *, where: str) -> None:
     engine = make_async_engine(url, settings)
-    repo = PostgresRepository(engine)
+    repo = PostgresRepository(engine, limits=Limits.from_settings(settings))
     try:
         cid = await _session(repo)
         conversation = await repo.get_conversation(cid)

@@ -23,9 +23,8 @@ over those dicts; the events are then applied by `_project`, which mirrors
 `store.projections.apply` event by event. A decision is therefore made by
 one piece of code for both backends, and the contract suite in
 `tests/contract` checks that they agree on everything else (errors,
-versions, idempotency, reads). Where the PostgreSQL behaviour is debatable
-(e.g. reads of a deleted conversation raise `ConversationNotFound`, writes
-raise `ConversationDeleted`), the fake copies it rather than improves it.
+versions, idempotency, reads). Where the PostgreSQL behaviour is debatable,
+the fake copies it rather than improves it.
 
 Writers are serialised by one `asyncio.Lock` per storage, as the stream row
 lock serialises them in PostgreSQL, so concurrent tasks get the same
@@ -515,11 +514,12 @@ class InMemoryRepository:
         return stream
 
     def _views_to_read(self, conversation_id: uuid.UUID) -> _Views:
-        """The views a read may use. As in PostgreSQL, whose reads go through
-        the purged `conversation_heads`, a deleted conversation is not found."""
+        """The views a read may use; a purged conversation says so."""
         stream = self._storage.streams.get(conversation_id)
-        if stream is None or stream.views is None or stream.views.tenant != self.tenant:
+        if stream is None or stream.tenant != self.tenant:
             raise ConversationNotFound(conversation_id)
+        if stream.deleted or stream.views is None:
+            raise ConversationDeleted(conversation_id)
         return stream.views
 
     # --- the write path ---------------------------------------------------------

@@ -40,10 +40,15 @@ def _docker_answers() -> bool:
         import docker
 
         client = docker.from_env(timeout=2)
+    except Exception:
+        return False
+    try:
         client.ping()
         return True
     except Exception:
         return False
+    finally:
+        client.close()  # else its socket's ResourceWarning fails a later test
 
 
 def _find_server(stack: ExitStack) -> tuple[str, str]:

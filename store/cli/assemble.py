@@ -101,6 +101,7 @@ def assemble_command(
 def _from_store(
     conversation: str, agent: str, provider: ProviderFormat, overrides: dict[str, Any]
 ) -> Assembly:
+    from store.commands import Limits
     from store.db import make_async_engine
     from store.postgres import PostgresRepository
     from store.runtime import open_database
@@ -116,7 +117,7 @@ def _from_store(
     async def build(url: str) -> Assembly:
         engine = make_async_engine(url, settings)
         try:
-            repository = PostgresRepository(engine)
+            repository = PostgresRepository(engine, limits=Limits.from_settings(settings))
             return await repository.assemble(
                 conversation_id, agent_id=agent, format=provider, options=options
             )

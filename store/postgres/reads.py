@@ -13,13 +13,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
-from store.errors import ConversationNotFound
+from store.errors import ConversationDeleted, ConversationNotFound
 from store.messages import ROLES, Role, StoredMessage
 from store.postgres.rows import select_messages, stored_message
 from store.projections.tables import (
@@ -59,7 +59,7 @@ async def conversation(
         )
     ).one_or_none()
     if row is None:
-        raise ConversationNotFound(conversation_id)
+        await _raise_missing(conn, conversation_id, tenant)
     return Conversation(
         id=conversation_id,
         tenant=row.tenant,
@@ -70,6 +70,23 @@ async def conversation(
         started_at=row.started_at,
         metadata=row.metadata,
     )
+
+
+async def _raise_missing(
+    conn: AsyncConnection, conversation_id: uuid.UUID, tenant: str
+) -> NoReturn:
+    """A purged conversation says so; anything else (including another
+    tenant's conversation) is simply not found."""
+    deleted = (
+        await conn.execute(
+            select(conversations.c.deleted_at).where(
+                conversations.c.id == conversation_id, conversations.c.tenant == tenant
+            )
+        )
+    ).scalar_one_or_none()
+    if deleted is not None:
+        raise ConversationDeleted(conversation_id)
+    raise ConversationNotFound(conversation_id)
 
 
 def _join_members() -> Any:

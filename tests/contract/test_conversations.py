@@ -139,13 +139,13 @@ async def test_archive_flags_the_conversation(
 
 
 @pytest.mark.parametrize("operation", list(READS))
-async def test_reads_of_a_deleted_conversation_find_nothing(
+async def test_reads_of_a_deleted_conversation_say_it_was_deleted(
     repository: Repository, conversation_id: uuid.UUID, operation: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     await repository.delete(conversation_id)
 
-    with pytest.raises(ConversationNotFound):
+    with pytest.raises(ConversationDeleted):
         await READS[operation](repository, conversation_id)
 
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from store.cli import app
 from store.db import make_async_engine
 from store.demo import run_demo
-from store.errors import ConversationDeleted, ConversationNotFound
+from store.errors import ConversationDeleted
 from store.log import EventLog
 from store.messages import Message, ToolCall
 from store.postgres import PostgresRepository
@@ -103,7 +103,7 @@ async def test_delete_purges_everything_but_a_tombstone(engine: AsyncEngine) -> 
     assert tombstone is not None
     feed = await EventLog(engine).read_feed(start or FeedPosition.start())
     assert [e.type for e in feed if e.conversation_id == cid] == ["conversation_deleted"]
-    with pytest.raises(ConversationNotFound):
+    with pytest.raises(ConversationDeleted):
         await repo.visible_window(cid)
     with pytest.raises(ConversationDeleted):
         await repo.append_messages(cid, [Message(role="user", content="again")])
