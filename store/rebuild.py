@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.events import from_recorded
 from store.log import EventLog
-from store.projections.apply import project
+from store.projections.apply import project_all
 from store.projections.tables import PROJECTION_TABLES
 from store.schema import conversations, events
 
@@ -51,8 +51,7 @@ async def _rebuild_one(
             .limit(REPLAY_CHUNK)
         )
         chunk = [EventLog.recorded_from_row(r) for r in rows]
-        for recorded in chunk:
-            await project(conn, recorded, from_recorded(recorded))
+        await project_all(conn, [(r, from_recorded(r)) for r in chunk])
         replayed += len(chunk)
         progress(len(chunk))
         if len(chunk) < REPLAY_CHUNK:

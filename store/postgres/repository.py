@@ -39,7 +39,7 @@ from store.log import (
 from store.messages import Content, Message, Role, StoredMessage
 from store.postgres import reads
 from store.postgres.state import PostgresState
-from store.projections.apply import project
+from store.projections.apply import project, project_all
 from store.projections.tables import PROJECTION_TABLES
 from store.projections.tables import messages as messages_table
 from store.records import ExpectedVersion, RecordedEvent, StreamState, canonical_hash
@@ -94,8 +94,7 @@ class PostgresRepository:
             for e in domain_events
         ]
         recorded = await write_events(conn, conversation_id, current, new_events)
-        for record, event in zip(recorded, domain_events, strict=True):
-            await project(conn, record, event)
+        await project_all(conn, list(zip(recorded, domain_events, strict=True)))
         return current + len(recorded), recorded, domain_events
 
     async def _command(
