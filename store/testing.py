@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter
 
 from store import commands
+from store.command_methods import CommandMethods, Decide
 from store.commands import ConversationState, Head
 from store.context import (
     ROLE_DEFINITION,
     AgentProfile,
     ContextSlots,
-    TodoItem,
     default_profile,
     slots_from_values,
 )
@@ -74,8 +74,9 @@ from store.events import (
 from store.events import (
     ConversationDeleted as ConversationDeletedEvent,
 )
+from store.idempotency import client_ids, replay_by_client_ids
 from store.log import check_expected
-from store.messages import MAIN_AGENT, ROLES, Content, Message, Role, StoredMessage
+from store.messages import MAIN_AGENT, ROLES, Message, Role, StoredMessage
 from store.records import ExpectedVersion, StreamState, canonical_hash
 from store.repository import Appended, Batch, BatchResult, Conversation, Scope, ToolBlock
 from store.schema import DEFAULT_TENANT
@@ -87,7 +88,6 @@ if TYPE_CHECKING:
 
 __all__ = ["InMemoryRepository"]
 
-Decide = Callable[[ConversationState], Awaitable[list[DomainEvent]]]
 ANY = StreamState.ANY
 
 # PostgreSQL keeps JSON in JSONB columns; storing the same JSON here means a
@@ -481,7 +481,7 @@ def _record(stream: _Stream, domain_events: Sequence[DomainEvent]) -> list[_Reco
     return recorded
 
 
-class InMemoryRepository:
+class InMemoryRepository(CommandMethods):
     """`store.repository.Repository` in memory: same signatures, results
     and errors as `PostgresRepository`. Safe for concurrent asyncio tasks."""
 
@@ -652,32 +652,15 @@ class InMemoryRepository:
         """The messages an earlier identical append stored, if this is a retry."""
         if idempotency_key is not None:
             return self._replay_request(stream, idempotency_key, request_hash)
-        client_ids = [m.client_message_id for m in parsed if m.client_message_id is not None]
-        if not client_ids:
+        ids = set(client_ids(parsed))
+        if not ids:
             return None
-        views = stream.live_views
-        by_client_id = {
+        found = {
             cid: row.stored()
-            for row in views.messages.values()
-            if (cid := row.body.get("client_message_id")) in client_ids
+            for row in stream.live_views.messages.values()
+            if (cid := row.body.get("client_message_id")) in ids
         }
-        if not by_client_id:
-            return None
-        if len(by_client_id) != len(parsed):
-            raise IdempotencyConflict(
-                ",".join(sorted(by_client_id)),
-                "some client message ids are already stored and others are not",
-            )
-        replay = []
-        for message in parsed:
-            assert message.client_message_id is not None
-            original = by_client_id[message.client_message_id]
-            if _comparable(original.as_message()) != _comparable(message):
-                raise IdempotencyConflict(
-                    message.client_message_id, "a message with this client id has other content"
-                )
-            replay.append(original)
-        return replay
+        return replay_by_client_ids(parsed, found)
 
     def _replay_request(
         self, stream: _Stream, idempotency_key: str, request_hash: str
@@ -694,156 +677,6 @@ class InMemoryRepository:
             if request.first_version <= r.version <= request.last_version
             and isinstance(r.event, MessageAppended)
         ]
-
-    async def replace(
-        self,
-        conversation_id: uuid.UUID,
-        seq: int,
-        content: Content,
-        *,
-        expected_version: ExpectedVersion = ANY,
-    ) -> int:
-        async def decide(state: ConversationState) -> list[DomainEvent]:
-            return await commands.replace_content(state, seq, content, self.limits)
-
-        return await self._command(conversation_id, decide, expected_version)
-
-    async def configure_agent(
-        self,
-        conversation_id: uuid.UUID,
-        profile: AgentProfile,
-        *,
-        expected_version: ExpectedVersion = ANY,
-    ) -> int:
-        async def decide(state: ConversationState) -> list[DomainEvent]:
-            return commands.configure_agent(profile)
-
-        return await self._command(conversation_id, decide, expected_version)
-
-    async def update_slot(
-        self,
-        conversation_id: uuid.UUID,
-        slot: str,
-        value: str | Sequence[TodoItem] | None,
-        *,
-        agent_id: str = MAIN_AGENT,
-        expected_version: ExpectedVersion = ANY,
-    ) -> int:
-        async def decide(state: ConversationState) -> list[DomainEvent]:
-            return commands.update_slot(agent_id, slot, value)
-
-        return await self._command(conversation_id, decide, expected_version)
-
-    # --- batch operations ----------------------------------------------------------
-
-    async def start_batch(
-        self,
-        conversation_id: uuid.UUID,
-        boundary_seq: int,
-        *,
-        summary: Message | None = None,
-        retain: Sequence[int] = (),
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        async def decide(state: ConversationState) -> list[DomainEvent]:
-            return await commands.start_batch(
-                state, boundary_seq, self.limits, summary=summary, retain=retain, adjust=adjust
-            )
-
-        return await self._batch_command(conversation_id, decide, expected_version)
-
-    async def _select(
-        self,
-        conversation_id: uuid.UUID,
-        operation: str,
-        parameters: dict[str, Any],
-        adjust: bool,
-        expected_version: ExpectedVersion,
-    ) -> BatchResult:
-        parameters = {k: v for k, v in parameters.items() if v is not None}
-
-        async def decide(state: ConversationState) -> list[DomainEvent]:
-            return await commands.select_batch(state, operation, parameters, adjust=adjust)
-
-        return await self._batch_command(conversation_id, decide, expected_version)
-
-    async def truncate(
-        self,
-        conversation_id: uuid.UUID,
-        *,
-        keep_first: int | None = None,
-        keep_last: int | None = None,
-        remove_first: int | None = None,
-        remove_last: int | None = None,
-        range_: tuple[int, int] | None = None,
-        role: Role | None = None,
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        parameters = {
-            "keep_first": keep_first,
-            "keep_last": keep_last,
-            "remove_first": remove_first,
-            "remove_last": remove_last,
-            "range": list(range_) if range_ is not None else None,
-            "role": role,
-        }
-        return await self._select(conversation_id, "truncate", parameters, adjust, expected_version)
-
-    async def filter(
-        self,
-        conversation_id: uuid.UUID,
-        *,
-        roles: Sequence[Role] | None = None,
-        content_contains: Sequence[str] | None = None,
-        content_excludes: Sequence[str] | None = None,
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        parameters = {
-            "roles": list(roles) if roles is not None else None,
-            "content_contains": list(content_contains) if content_contains else None,
-            "content_excludes": list(content_excludes) if content_excludes else None,
-        }
-        return await self._select(conversation_id, "filter", parameters, adjust, expected_version)
-
-    async def clear(
-        self,
-        conversation_id: uuid.UUID,
-        *,
-        keep_system: bool = True,
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        return await self._select(
-            conversation_id, "clear", {"keep_system": keep_system}, adjust, expected_version
-        )
-
-    async def insert(
-        self,
-        conversation_id: uuid.UUID,
-        position: int,
-        messages: Sequence[Message | dict[str, Any]],
-        *,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        parsed = [parse_message(m, i) for i, m in enumerate(messages)]
-        if not parsed:
-            raise InvalidOperation("insert needs at least one message")
-
-        async def decide(state: ConversationState) -> list[DomainEvent]:
-            return await commands.insert_messages(state, position, parsed, self.limits)
-
-        return await self._batch_command(conversation_id, decide, expected_version)
-
-    async def rollback_to_batch(
-        self, conversation_id: uuid.UUID, batch: int, *, expected_version: ExpectedVersion = ANY
-    ) -> BatchResult:
-        async def decide(state: ConversationState) -> list[DomainEvent]:
-            return await commands.rollback_to_batch(state, batch)
-
-        return await self._batch_command(conversation_id, decide, expected_version)
 
     # --- reads ---------------------------------------------------------------------
     # Reads take no lock: none of them awaits, so each sees one consistent
@@ -954,9 +787,3 @@ class InMemoryRepository:
             format=format,
             options=options,
         )
-
-
-def _comparable(message: Message) -> Message:
-    """A message as a retry must match it: the token estimate may have been
-    computed by the store on the first attempt."""
-    return message.model_copy(update={"token_estimate": None})

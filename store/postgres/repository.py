@@ -11,15 +11,17 @@ or views without their events.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store import commands
-from store.context import AgentProfile, ContextSlots, TodoItem
-from store.errors import ConversationNotFound, IdempotencyConflict, InvalidOperation
+from store.command_methods import CommandMethods, Decide
+from store.commands import ConversationState
+from store.context import AgentProfile, ContextSlots
+from store.errors import ConversationNotFound, InvalidOperation
 from store.events import (
     ConversationArchived,
     ConversationDeleted,
@@ -28,6 +30,7 @@ from store.events import (
     MessageAppended,
     from_recorded,
 )
+from store.idempotency import client_ids, replay_by_client_ids
 from store.log import (
     check_expected,
     find_request,
@@ -36,7 +39,7 @@ from store.log import (
     remember_request,
     write_events,
 )
-from store.messages import Content, Message, Role, StoredMessage
+from store.messages import Message, Role, StoredMessage
 from store.postgres import reads
 from store.postgres.state import PostgresState
 from store.projections.apply import project, project_all
@@ -57,11 +60,10 @@ from store.validation import parse_message
 if TYPE_CHECKING:
     from store.assembler import Assembly
 
-Decide = Callable[[PostgresState], Awaitable[list[DomainEvent]]]
 ANY = StreamState.ANY
 
 
-class PostgresRepository:
+class PostgresRepository(CommandMethods):
     def __init__(
         self,
         engine: AsyncEngine,
@@ -99,12 +101,10 @@ class PostgresRepository:
 
     async def _command(
         self, conversation_id: uuid.UUID, decide: Decide, expected_version: ExpectedVersion
-    ) -> tuple[int, list[DomainEvent]]:
+    ) -> int:
         async with self.engine.begin() as conn:
-            version, _, domain_events = await self._write(
-                conn, conversation_id, decide, expected_version
-            )
-        return version, domain_events
+            version, _, _ = await self._write(conn, conversation_id, decide, expected_version)
+        return version
 
     async def _batch_command(
         self, conversation_id: uuid.UUID, decide: Decide, expected_version: ExpectedVersion
@@ -145,7 +145,7 @@ class PostgresRepository:
             return await reads.conversation(conn, conversation_id, self.tenant)
 
     async def archive(self, conversation_id: uuid.UUID) -> Conversation:
-        async def decide(state: PostgresState) -> list[DomainEvent]:
+        async def decide(state: ConversationState) -> list[DomainEvent]:
             return [ConversationArchived()]
 
         async with self.engine.begin() as conn:
@@ -196,7 +196,7 @@ class PostgresRepository:
         parsed = [parse_message(m, i) for i, m in enumerate(messages)]
         request_hash = canonical_hash([m.model_dump(mode="json") for m in parsed])
 
-        async def decide(state: PostgresState) -> list[DomainEvent]:
+        async def decide(state: ConversationState) -> list[DomainEvent]:
             return await commands.append_messages(state, parsed, self.limits)
 
         async with self.engine.begin() as conn:
@@ -240,180 +240,11 @@ class PostgresRepository:
             recorded = await read_versions(conn, conversation_id, *versions)
             seqs = [e.seq for e in map(from_recorded, recorded) if isinstance(e, MessageAppended)]
             return await reads.messages_by_seq(conn, conversation_id, seqs)
-        client_ids = [m.client_message_id for m in parsed if m.client_message_id is not None]
-        if not client_ids:
+        ids = client_ids(parsed)
+        if not ids:
             return None
-        found = await reads.messages_by_client_id(conn, conversation_id, client_ids)
-        if not found:
-            return None
-        if len(found) != len(parsed):
-            raise IdempotencyConflict(
-                ",".join(sorted(found)),
-                "some client message ids are already stored and others are not",
-            )
-        replay = []
-        for message in parsed:
-            assert message.client_message_id is not None
-            original = found[message.client_message_id]
-            if _comparable(original.as_message()) != _comparable(message):
-                raise IdempotencyConflict(
-                    message.client_message_id, "a message with this client id has other content"
-                )
-            replay.append(original)
-        return replay
-
-    async def replace(
-        self,
-        conversation_id: uuid.UUID,
-        seq: int,
-        content: Content,
-        *,
-        expected_version: ExpectedVersion = ANY,
-    ) -> int:
-        async def decide(state: PostgresState) -> list[DomainEvent]:
-            return await commands.replace_content(state, seq, content, self.limits)
-
-        version, _ = await self._command(conversation_id, decide, expected_version)
-        return version
-
-    async def configure_agent(
-        self,
-        conversation_id: uuid.UUID,
-        profile: AgentProfile,
-        *,
-        expected_version: ExpectedVersion = ANY,
-    ) -> int:
-        async def decide(state: PostgresState) -> list[DomainEvent]:
-            return commands.configure_agent(profile)
-
-        version, _ = await self._command(conversation_id, decide, expected_version)
-        return version
-
-    async def update_slot(
-        self,
-        conversation_id: uuid.UUID,
-        slot: str,
-        value: str | Sequence[TodoItem] | None,
-        *,
-        agent_id: str = "main",
-        expected_version: ExpectedVersion = ANY,
-    ) -> int:
-        async def decide(state: PostgresState) -> list[DomainEvent]:
-            return commands.update_slot(agent_id, slot, value)
-
-        version, _ = await self._command(conversation_id, decide, expected_version)
-        return version
-
-    # --- batch operations ----------------------------------------------------
-
-    async def start_batch(
-        self,
-        conversation_id: uuid.UUID,
-        boundary_seq: int,
-        *,
-        summary: Message | None = None,
-        retain: Sequence[int] = (),
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        async def decide(state: PostgresState) -> list[DomainEvent]:
-            return await commands.start_batch(
-                state, boundary_seq, self.limits, summary=summary, retain=retain, adjust=adjust
-            )
-
-        return await self._batch_command(conversation_id, decide, expected_version)
-
-    async def _select(
-        self,
-        conversation_id: uuid.UUID,
-        operation: str,
-        parameters: dict[str, Any],
-        adjust: bool,
-        expected_version: ExpectedVersion,
-    ) -> BatchResult:
-        parameters = {k: v for k, v in parameters.items() if v is not None}
-
-        async def decide(state: PostgresState) -> list[DomainEvent]:
-            return await commands.select_batch(state, operation, parameters, adjust=adjust)
-
-        return await self._batch_command(conversation_id, decide, expected_version)
-
-    async def truncate(
-        self,
-        conversation_id: uuid.UUID,
-        *,
-        keep_first: int | None = None,
-        keep_last: int | None = None,
-        remove_first: int | None = None,
-        remove_last: int | None = None,
-        range_: tuple[int, int] | None = None,
-        role: Role | None = None,
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        parameters = {
-            "keep_first": keep_first,
-            "keep_last": keep_last,
-            "remove_first": remove_first,
-            "remove_last": remove_last,
-            "range": list(range_) if range_ is not None else None,
-            "role": role,
-        }
-        return await self._select(conversation_id, "truncate", parameters, adjust, expected_version)
-
-    async def filter(
-        self,
-        conversation_id: uuid.UUID,
-        *,
-        roles: Sequence[Role] | None = None,
-        content_contains: Sequence[str] | None = None,
-        content_excludes: Sequence[str] | None = None,
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        parameters = {
-            "roles": list(roles) if roles is not None else None,
-            "content_contains": list(content_contains) if content_contains else None,
-            "content_excludes": list(content_excludes) if content_excludes else None,
-        }
-        return await self._select(conversation_id, "filter", parameters, adjust, expected_version)
-
-    async def clear(
-        self,
-        conversation_id: uuid.UUID,
-        *,
-        keep_system: bool = True,
-        adjust: bool = False,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        return await self._select(
-            conversation_id, "clear", {"keep_system": keep_system}, adjust, expected_version
-        )
-
-    async def insert(
-        self,
-        conversation_id: uuid.UUID,
-        position: int,
-        messages: Sequence[Message | dict[str, Any]],
-        *,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        parsed = [parse_message(m, i) for i, m in enumerate(messages)]
-        if not parsed:
-            raise InvalidOperation("insert needs at least one message")
-
-        async def decide(state: PostgresState) -> list[DomainEvent]:
-            return await commands.insert_messages(state, position, parsed, self.limits)
-
-        return await self._batch_command(conversation_id, decide, expected_version)
-
-    async def rollback_to_batch(
-        self, conversation_id: uuid.UUID, batch: int, *, expected_version: ExpectedVersion = ANY
-    ) -> BatchResult:
-        async def decide(state: PostgresState) -> list[DomainEvent]:
-            return await commands.rollback_to_batch(state, batch)
-
-        return await self._batch_command(conversation_id, decide, expected_version)
+        found = await reads.messages_by_client_id(conn, conversation_id, ids)
+        return replay_by_client_ids(parsed, found)
 
     # --- reads ----------------------------------------------------------------
 
@@ -527,9 +358,3 @@ class PostgresRepository:
             format=format,
             options=options,
         )
-
-
-def _comparable(message: Message) -> Message:
-    """A message as a retry must match it: the token estimate may have been
-    computed by the store on the first attempt."""
-    return message.model_copy(update={"token_estimate": None})
