@@ -13,14 +13,10 @@ from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
 from store.settings import sqlalchemy_url
-from store.tables import is_role_partition, metadata
+from store.tables import include_name, metadata
 
 config = context.config
 target_metadata = metadata
-
-
-def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    return not (type_ == "table" and name is not None and is_role_partition(name))
 
 
 def _run(connection: Connection) -> None:
@@ -29,7 +25,7 @@ def _run(connection: Connection) -> None:
         target_metadata=target_metadata,
         compare_type=True,
         compare_server_default=True,
-        include_name=_include_name,
+        include_name=include_name,
         transaction_per_migration=True,
     )
     with context.begin_transaction():

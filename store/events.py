@@ -83,6 +83,14 @@ class BatchStarted(_Event):
     operation: str
     parameters: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def source_batch(self) -> int:
+        """The batch whose window this one selects from: the batch rolled
+        back to, or else the one it follows (a new batch is always current + 1)."""
+        if self.operation == "rollback_to_batch":
+            return int(self.parameters["batch"])
+        return self.batch - 1
+
 
 class ConversationArchived(_Event):
     type: Literal["conversation_archived"] = "conversation_archived"

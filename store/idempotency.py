@@ -14,6 +14,12 @@ from collections.abc import Mapping, Sequence
 
 from store.errors import IdempotencyConflict
 from store.messages import Message, StoredMessage
+from store.records import canonical_hash
+
+
+def request_hash(messages: Sequence[Message]) -> str:
+    """What an idempotency key is bound to: the append's messages."""
+    return canonical_hash([m.model_dump(mode="json") for m in messages])
 
 
 def client_ids(messages: Sequence[Message]) -> list[str]:

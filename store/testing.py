@@ -75,9 +75,10 @@ from store.events import (
     ConversationDeleted as ConversationDeletedEvent,
 )
 from store.idempotency import client_ids, replay_by_client_ids
+from store.idempotency import request_hash as append_request_hash
 from store.log import check_expected
 from store.messages import MAIN_AGENT, ROLES, Message, Role, StoredMessage
-from store.records import ExpectedVersion, StreamState, canonical_hash
+from store.records import ExpectedVersion, StreamState
 from store.repository import Appended, Batch, BatchResult, Conversation, Scope, ToolBlock
 from store.schema import DEFAULT_TENANT
 from store.validation import CallState, parse_message
@@ -349,11 +350,7 @@ def _edit_message(views: _Views, event: MessageEdited, at: datetime) -> None:
 
 
 def _start_batch(views: _Views, event: BatchStarted, at: datetime) -> None:
-    source = (
-        int(event.parameters["batch"])
-        if event.operation == "rollback_to_batch"
-        else views.current_batch
-    )
+    source = event.source_batch
     views.batches[event.batch] = Batch(
         number=event.batch,
         boundary=event.boundary,
@@ -611,7 +608,7 @@ class InMemoryRepository(CommandMethods):
         idempotency_key: str | None = None,
     ) -> Appended:
         parsed = [parse_message(m, i) for i, m in enumerate(messages)]
-        request_hash = canonical_hash([m.model_dump(mode="json") for m in parsed])
+        request_hash = append_request_hash(parsed)
 
         async def decide(state: ConversationState) -> list[DomainEvent]:
             return await commands.append_messages(state, parsed, self.limits)

@@ -39,8 +39,6 @@ from store.projections.tables import (
 from store.repository import Batch, Conversation, ToolBlock
 from store.schema import conversations
 
-__all__ = ["select_messages", "stored_message"]
-
 
 async def conversation(
     conn: AsyncConnection, conversation_id: uuid.UUID, tenant: str
@@ -214,6 +212,18 @@ async def messages_by_seq(
     rows = await conn.execute(
         select_messages()
         .where(messages.c.conversation_id == conversation_id, messages.c.seq.in_(list(seqs)))
+        .order_by(messages.c.seq)
+    )
+    return [stored_message(r) for r in rows]
+
+
+async def messages_of_batch(
+    conn: AsyncConnection, conversation_id: uuid.UUID, batch: int
+) -> list[StoredMessage]:
+    """The messages that arrived while batch `batch` was current."""
+    rows = await conn.execute(
+        select_messages()
+        .where(messages.c.conversation_id == conversation_id, messages.c.batch == batch)
         .order_by(messages.c.seq)
     )
     return [stored_message(r) for r in rows]

@@ -31,6 +31,7 @@ from store.events import (
     from_recorded,
 )
 from store.idempotency import client_ids, replay_by_client_ids
+from store.idempotency import request_hash as append_request_hash
 from store.log import (
     check_expected,
     find_request,
@@ -44,8 +45,7 @@ from store.postgres import reads
 from store.postgres.state import PostgresState
 from store.projections.apply import project, project_all
 from store.projections.tables import PROJECTION_TABLES
-from store.projections.tables import messages as messages_table
-from store.records import ExpectedVersion, RecordedEvent, StreamState, canonical_hash
+from store.records import ExpectedVersion, RecordedEvent, StreamState
 from store.repository import (
     Appended,
     Batch,
@@ -194,7 +194,7 @@ class PostgresRepository(CommandMethods):
         idempotency_key: str | None = None,
     ) -> Appended:
         parsed = [parse_message(m, i) for i, m in enumerate(messages)]
-        request_hash = canonical_hash([m.model_dump(mode="json") for m in parsed])
+        request_hash = append_request_hash(parsed)
 
         async def decide(state: ConversationState) -> list[DomainEvent]:
             return await commands.append_messages(state, parsed, self.limits)
@@ -303,15 +303,7 @@ class PostgresRepository(CommandMethods):
     async def batch_messages(self, conversation_id: uuid.UUID, batch: int) -> list[StoredMessage]:
         async with self.engine.connect() as conn:
             await reads.conversation(conn, conversation_id, self.tenant)
-            rows = await conn.execute(
-                reads.select_messages()
-                .where(
-                    messages_table.c.conversation_id == conversation_id,
-                    messages_table.c.batch == batch,
-                )
-                .order_by(messages_table.c.seq)
-            )
-            return [reads.stored_message(r) for r in rows]
+            return await reads.messages_of_batch(conn, conversation_id, batch)
 
     async def batches(self, conversation_id: uuid.UUID) -> list[Batch]:
         async with self.engine.connect() as conn:

@@ -35,14 +35,7 @@ async def start(
     version: int,
     started_at: datetime,
 ) -> None:
-    current = (
-        await conn.execute(
-            select(conversation_heads.c.current_batch).where(
-                conversation_heads.c.conversation_id == conversation_id
-            )
-        )
-    ).scalar_one()
-    source = event.parameters["batch"] if event.operation == "rollback_to_batch" else current
+    source = event.source_batch
     await conn.execute(
         batches.insert().values(
             conversation_id=conversation_id,

@@ -201,3 +201,8 @@ def is_role_partition(table_name: str) -> bool:
     """Partitions of `message_role_index` are created by the migration, not
     modelled: schema comparison skips them."""
     return table_name.startswith("message_role_index_")
+
+
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """Alembic's `include_name` hook: compare everything but the partitions."""
+    return not (type_ == "table" and name is not None and is_role_partition(name))

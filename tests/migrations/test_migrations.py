@@ -10,7 +10,7 @@ from sqlalchemy import inspect
 from store import migrate
 from store.db import make_sync_engine
 from store.settings import Settings
-from store.tables import is_role_partition, metadata
+from store.tables import include_name, metadata
 
 
 def test_single_head() -> None:
@@ -44,9 +44,7 @@ def test_models_match_the_migrated_schema(empty_database_url: str, settings: Set
                 opts={
                     "compare_type": True,
                     "compare_server_default": True,
-                    "include_name": lambda name, type_, _: (
-                        not (type_ == "table" and is_role_partition(name))
-                    ),
+                    "include_name": include_name,
                 },
             )
             differences = compare_metadata(context, metadata)
