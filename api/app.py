@@ -1,9 +1,11 @@
-"""The FastAPI application factory.
+"""The FastAPI application factory: the one place the app is wired.
 
-`create_app(database_url, settings)` is what `convo serve` runs: the app owns
-an engine, made when it starts and disposed when it stops. Tests (or an
-embedding application) pass `engine=` instead; the app then uses it as it is
-from the first request, needs no lifespan run, and never disposes it.
+`create_app(settings, database_url=url)` is what `convo serve` runs: the app
+opens a PostgreSQL storage (and an engine for API keys) when it starts and
+closes them when it stops. Tests, or an embedding application, pass
+`services=` instead — e.g. the in-memory storage with in-memory keys — and
+the app uses them from the first request, needs no lifespan run, and never
+closes them.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api.deps import Services
 from api.errors import install_error_handlers
 from api.routes import api_router
-from store import commands
+from store.api_keys import tenant_for_key
+from store.bootstrap import open_storage
+from store.commands import Limits
 from store.db import make_async_engine
-from store.log import EventLog
 from store.settings import Settings
 
 DESCRIPTION = """\
@@ -41,25 +44,27 @@ TAGS = [
 ]
 
 
-def _use_engine(app: FastAPI, engine: AsyncEngine) -> None:
-    app.state.engine = engine
-    app.state.event_log = EventLog(engine)
-
-
 def create_app(
-    database_url: str, settings: Settings, *, engine: AsyncEngine | None = None
+    settings: Settings, *, database_url: str | None = None, services: Services | None = None
 ) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if engine is not None:
+        if services is not None:
             yield
             return
-        owned = make_async_engine(database_url, settings)
-        _use_engine(app, owned)
+        assert database_url is not None, "create_app needs database_url or services"
+        storage = await open_storage(database_url, settings)
+        engine = make_async_engine(database_url, settings, pool_size=2, max_overflow=2)
+        app.state.services = Services(
+            storage=storage,
+            tenant_for_key=lambda key: tenant_for_key(engine, key),
+            limits=Limits(max_message_chars=settings.max_message_chars),
+        )
         try:
             yield
         finally:
-            await owned.dispose()
+            await storage.close()
+            await engine.dispose()
 
     app = FastAPI(
         title="convo-store",
@@ -68,9 +73,8 @@ def create_app(
         openapi_tags=TAGS,
         lifespan=lifespan,
     )
-    app.state.limits = commands.Limits.from_settings(settings)
-    if engine is not None:
-        _use_engine(app, engine)
+    if services is not None:
+        app.state.services = services
     install_error_handlers(app)
     app.include_router(api_router)
 

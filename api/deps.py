@@ -1,8 +1,8 @@
 """Dependencies the routes declare, as `Annotated` aliases.
 
-    EngineDep      the app's AsyncEngine
+    ServicesDep    what the app was wired with (`api.app.Services`)
     TenantDep      the tenant of the request's API key (401 without a live key)
-    RepositoryDep  PostgresRepository scoped to that tenant
+    RepositoryDep  the repository of that tenant
 
 The key comes from `Authorization: Bearer <key>` or `X-API-Key: <key>`.
 Scoping the repository by tenant is the whole isolation story: the store
@@ -11,39 +11,51 @@ treats another tenant's conversation exactly like a missing one (404).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.errors import Unauthorized
-from store import commands
-from store.api_keys import tenant_for_key
-from store.postgres import PostgresRepository
+from store.commands import Limits
+from store.repository import Repository
+from store.storage import Storage
 
 bearer_scheme = HTTPBearer(auto_error=False, description="`Authorization: Bearer cs_…`")
 api_key_scheme = APIKeyHeader(
     name="X-API-Key", auto_error=False, description="The same key in `X-API-Key`"
 )
 
-
-def get_engine(request: Request) -> AsyncEngine:
-    return cast(AsyncEngine, request.app.state.engine)
+KeyLookup = Callable[[str], Awaitable[str | None]]
 
 
-EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
+@dataclass(frozen=True, kw_only=True)
+class Services:
+    """What the routes run on: a storage, a way to check keys, the limits."""
+
+    storage: Storage
+    tenant_for_key: KeyLookup
+    limits: Limits
+
+
+def get_services(request: Request) -> Services:
+    return cast(Services, request.app.state.services)
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 async def get_tenant(
-    engine: EngineDep,
+    services: ServicesDep,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
     api_key: Annotated[str | None, Depends(api_key_scheme)],
 ) -> str:
     key = bearer.credentials if bearer is not None else api_key
     if not key:
         raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>'")
-    tenant = await tenant_for_key(engine, key)
+    tenant = await services.tenant_for_key(key)
     if tenant is None:
         raise Unauthorized("the API key is unknown or revoked")
     return tenant
@@ -52,9 +64,8 @@ async def get_tenant(
 TenantDep = Annotated[str, Depends(get_tenant)]
 
 
-def get_repository(request: Request, engine: EngineDep, tenant: TenantDep) -> PostgresRepository:
-    limits = cast(commands.Limits, request.app.state.limits)
-    return PostgresRepository(engine, tenant=tenant, limits=limits)
+def get_repository(services: ServicesDep, tenant: TenantDep) -> Repository:
+    return Repository(services.storage, tenant=tenant, limits=services.limits)
 
 
-RepositoryDep = Annotated[PostgresRepository, Depends(get_repository)]
+RepositoryDep = Annotated[Repository, Depends(get_repository)]

@@ -4,20 +4,22 @@ These are the API's own models, separate from the tables: requests are
 validated here (unknown fields are refused), then handed to the repository.
 Where the store's frozen value types are plain data (`Message`,
 `StoredMessage`, `Conversation`, `Appended`, `BatchResult`, `Batch`,
-`ToolBlock`, `AgentProfile`, `ContextSlots`, `Diagnostics`) they are reused
-as they are, so the HTTP shape of a message is exactly the store's JSON.
+`ToolBlock`, `AgentProfile`, `ContextSlots`, `Diagnostics`, the batch
+operations) they are reused as they are, so the HTTP shape of a message is
+exactly the store's JSON.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store import operations
 from store.assembler import Diagnostics, ProviderFormat
 from store.context import AgentProfile, ContextSlots, TodoItem
-from store.messages import MAIN_AGENT, Content, Message, Role
+from store.messages import MAIN_AGENT, Content, Message
 from store.records import ExpectedVersion, StreamState
 
 ExpectedVersionField = Annotated[
@@ -92,62 +94,55 @@ class Agent(BaseModel):
     slots: ContextSlots
 
 
-# --- batch operations -----------------------------------------------------
+# --- batch operations -----------------------------------------------------------------
+#
+# The body of `POST /conversations/{id}/batches` is the store's operation value
+# (`store.operations`) with the write's `expected_version` next to its fields:
+# one subclass per operation adds that field and nothing else, so the JSON is
+# {"operation": ..., <the operation's fields>, "expected_version": ...}.
 
 
-class _BatchOperation(_Body):
+class _Expecting(_Body):
     expected_version: ExpectedVersionField = None
 
-
-class _Adjustable(_BatchOperation):
-    adjust: bool = Field(
-        default=False,
-        description="Move a boundary that would split a tool block instead of refusing.",
-    )
-
-
-class StartBatch(_Adjustable):
-    operation: Literal["start_batch"]
-    boundary_seq: int
-    summary: Message | None = None
-    retain: list[int] = Field(default_factory=list)
+    def command(self) -> operations.BatchOperation:
+        """The store's value this body asks to run (without `expected_version`)."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        del fields["expected_version"]
+        return operations.BATCH_OPERATION.validate_python(fields)
 
 
-class Truncate(_Adjustable):
-    operation: Literal["truncate"]
-    keep_first: int | None = None
-    keep_last: int | None = None
-    remove_first: int | None = None
-    remove_last: int | None = None
-    range: tuple[int, int] | None = None
-    role: Role | None = None
+class StartBatchRequest(_Expecting, operations.StartBatch):
+    __doc__ = operations.StartBatch.__doc__
 
 
-class Filter(_Adjustable):
-    operation: Literal["filter"]
-    roles: list[Role] | None = None
-    content_contains: list[str] | None = None
-    content_excludes: list[str] | None = None
+class TruncateRequest(_Expecting, operations.Truncate):
+    __doc__ = operations.Truncate.__doc__
 
 
-class Clear(_Adjustable):
-    operation: Literal["clear"]
-    keep_system: bool = True
+class FilterRequest(_Expecting, operations.Filter):
+    __doc__ = operations.Filter.__doc__
 
 
-class Insert(_BatchOperation):
-    operation: Literal["insert"]
-    position: int
-    messages: list[Message]
+class ClearRequest(_Expecting, operations.Clear):
+    __doc__ = operations.Clear.__doc__
 
 
-class RollbackToBatch(_BatchOperation):
-    operation: Literal["rollback_to_batch"]
-    batch: int
+class InsertRequest(_Expecting, operations.Insert):
+    __doc__ = operations.Insert.__doc__
 
 
-BatchOperation = Annotated[
-    StartBatch | Truncate | Filter | Clear | Insert | RollbackToBatch,
+class RollbackToBatchRequest(_Expecting, operations.RollbackToBatch):
+    __doc__ = operations.RollbackToBatch.__doc__
+
+
+BatchOperationRequest = Annotated[
+    StartBatchRequest
+    | TruncateRequest
+    | FilterRequest
+    | ClearRequest
+    | InsertRequest
+    | RollbackToBatchRequest,
     Field(discriminator="operation"),
 ]
 

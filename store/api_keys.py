@@ -144,3 +144,21 @@ async def tenant_for_key(engine: AsyncEngine, plaintext: str) -> str | None:
             )
         ).scalar_one_or_none()
     return tenant
+
+
+class MemoryKeys:
+    """API keys in memory, for running the HTTP app on the in-memory storage
+    (tests, local experiments): the same hashing, nothing persisted."""
+
+    def __init__(self) -> None:
+        self._tenants: dict[str, str] = {}  # key hash → tenant
+
+    def create(self, tenant: str, name: str) -> str:
+        if not tenant.strip() or not name.strip():
+            raise ValueError("an API key needs a tenant and a name")
+        plaintext = new_key()
+        self._tenants[hash_key(plaintext)] = tenant
+        return plaintext
+
+    async def tenant_for_key(self, plaintext: str) -> str | None:
+        return self._tenants.get(hash_key(plaintext))

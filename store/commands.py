@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 from pydantic import ValidationError
 
@@ -29,8 +29,17 @@ from store.events import (
     MessageAppended,
     MessageEdited,
 )
-from store.messages import Content, Message, MessageKind, Role, StoredMessage
-from store.settings import Settings
+from store.messages import Content, Message, MessageKind, StoredMessage
+from store.operations import (
+    BatchOperation,
+    Clear,
+    Filter,
+    Insert,
+    RollbackToBatch,
+    StartBatch,
+    Truncate,
+    parse_operation,
+)
 from store.tokens import TokenCounter, approximate_tokens, estimate_message_tokens
 from store.validation import CallState, call_ids_involved, content_chars, validate_append
 
@@ -58,12 +67,11 @@ class ConversationState(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:
+    """What a command allows (`store.settings.limits_from_settings` reads
+    them from the environment)."""
+
     max_message_chars: int = 1_000_000
     count_tokens: TokenCounter = approximate_tokens
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
-        return cls(max_message_chars=settings.max_message_chars)
 
 
 def _prepared(message: Message, limits: Limits) -> Message:
@@ -100,13 +108,41 @@ async def append_messages(
     return events
 
 
+# --- batch operations (behaviours §4) ------------------------------------------------
+
+
+async def decide_batch_operation(
+    state: ConversationState, operation: BatchOperation, limits: Limits
+) -> list[DomainEvent]:
+    """The events of a batch operation: a `BatchStarted`, and the messages
+    it adds (a start_batch summary, inserted messages) in the new batch.
+
+    `operation` has checked itself (`store.operations`); what needs the
+    conversation is checked here, and refused with InvalidOperation (or
+    BoundaryError, InvalidMessage) before anything is decided."""
+    match operation:
+        case StartBatch():
+            return await _start_batch(state, operation, limits)
+        case Truncate() | Filter() | Clear():
+            window = await state.window()
+            event, _ = await _new_batch(
+                state, operation, win.select(window, operation), window, adjust=operation.adjust
+            )
+            return [event]
+        case Insert():
+            return await _insert(state, operation, limits)
+        case RollbackToBatch():
+            return await _rollback(state, operation)
+        case _:
+            assert_never(operation)
+
+
 async def _new_batch(
     state: ConversationState,
+    operation: BatchOperation,
     selected: Sequence[win.WindowEntry],
     window: Sequence[win.WindowEntry],
     *,
-    operation: str,
-    parameters: dict[str, Any],
     adjust: bool,
     summary_seq: int | None = None,
 ) -> tuple[BatchStarted, Head]:
@@ -120,74 +156,29 @@ async def _new_batch(
         boundary=definition.boundary,
         retained=definition.retained,
         summary_seq=summary_seq,
-        operation=operation,
-        parameters=parameters,
+        operation=operation.operation,
+        parameters=operation.parameters(),
     )
     return event, Head(next_seq=head.next_seq, current_batch=head.current_batch + 1)
 
 
-async def select_batch(
-    state: ConversationState,
-    operation: str,
-    parameters: dict[str, Any],
-    *,
-    adjust: bool = False,
-) -> list[DomainEvent]:
-    """truncate / filter / clear: a new batch showing part of the window."""
-    window = await state.window()
-    if operation == "truncate":
-        role: Role | None = parameters.get("role")
-        range_ = parameters.get("range")
-        selected = win.truncate(
-            window,
-            keep_first=parameters.get("keep_first"),
-            keep_last=parameters.get("keep_last"),
-            remove_first=parameters.get("remove_first"),
-            remove_last=parameters.get("remove_last"),
-            range_=(int(range_[0]), int(range_[1])) if range_ is not None else None,
-            role=role,
-        )
-    elif operation == "filter":
-        selected = win.filter_window(
-            window,
-            roles=parameters.get("roles"),
-            content_contains=parameters.get("content_contains"),
-            content_excludes=parameters.get("content_excludes"),
-        )
-    elif operation == "clear":
-        selected = win.clear(window, keep_system=parameters.get("keep_system", True))
-    else:  # pragma: no cover - the repository only passes the three above
-        raise InvalidOperation(f"unknown batch operation {operation!r}")
-    event, _ = await _new_batch(
-        state, selected, window, operation=operation, parameters=parameters, adjust=adjust
-    )
-    return [event]
-
-
-async def start_batch(
-    state: ConversationState,
-    boundary_seq: int,
-    limits: Limits,
-    *,
-    summary: Message | None = None,
-    retain: Sequence[int] = (),
-    adjust: bool = False,
+async def _start_batch(
+    state: ConversationState, operation: StartBatch, limits: Limits
 ) -> list[DomainEvent]:
     """A new batch from `boundary_seq` on, optionally led by a summary
     message (appended now, shown just before the boundary)."""
-    window = await state.window()
-    selected = win.from_boundary(window, boundary_seq, retain=retain)
     head = await state.head()
-    parameters: dict[str, Any] = {"boundary_seq": boundary_seq, "retain": list(retain)}
+    if operation.boundary_seq > head.next_seq:
+        raise InvalidOperation(
+            f"start_batch boundary_seq {operation.boundary_seq} is past the end of the "
+            f"conversation: it must be between 1 and {head.next_seq} (the next message's seq)"
+        )
+    window = await state.window()
+    selected = win.select(window, operation)
+    summary = operation.summary
     summary_seq = head.next_seq if summary is not None else None
     event, new_head = await _new_batch(
-        state,
-        selected,
-        window,
-        operation="start_batch",
-        parameters=parameters,
-        adjust=adjust,
-        summary_seq=summary_seq,
+        state, operation, selected, window, adjust=operation.adjust, summary_seq=summary_seq
     )
     events: list[DomainEvent] = [event]
     if summary is not None:
@@ -205,26 +196,26 @@ async def _keys_before(state: ConversationState, key: Decimal, count: int) -> li
     return win.keys_between(low, key, count)
 
 
-async def insert_messages(
-    state: ConversationState,
-    position: int,
-    messages: Sequence[Message],
-    limits: Limits,
-) -> list[DomainEvent]:
+async def _insert(state: ConversationState, operation: Insert, limits: Limits) -> list[DomainEvent]:
     """Place new messages at `position` of the visible window, in a new batch.
 
     The log stays append-only: the messages get the next sequence numbers,
     and sort keys that put them where they were asked for.
     """
+    position, messages = operation.position, operation.messages
     window = await state.window()
-    if not 0 <= position <= len(window):
+    if position > len(window):
         raise InvalidOperation(
             f"insert position {position} is outside the window (0..{len(window)})"
         )
     for i, message in enumerate(messages):
+        # A message rule, reported as one (naming the message's index and
+        # client id) like every other.
         if message.tool_calls or message.role == "tool":
             raise InvalidMessage(
-                "tool calls and tool results cannot be inserted; append them instead", index=i
+                "tool calls and tool results cannot be inserted; append them instead",
+                index=i,
+                client_id=message.client_message_id,
             )
     before = window[position - 1] if position > 0 else None
     after = window[position] if position < len(window) else None
@@ -248,14 +239,7 @@ async def insert_messages(
     else:
         high = await state.key_after(before.sort_key)
         keys = win.keys_between(before.sort_key, high or after.sort_key, len(messages))
-    event, new_head = await _new_batch(
-        state,
-        window,
-        window,
-        operation="insert",
-        parameters={"position": position, "count": len(messages)},
-        adjust=False,
-    )
+    event, new_head = await _new_batch(state, operation, window, window, adjust=False)
     appended = await append_messages(
         state, messages, limits, sort_keys=keys, batch=new_head.current_batch, head=new_head
     )
@@ -274,11 +258,15 @@ def _waiting_calls_of_block(
     return sorted(set(calls) & pending)
 
 
-async def rollback_to_batch(state: ConversationState, batch: int) -> list[DomainEvent]:
+async def _rollback(state: ConversationState, operation: RollbackToBatch) -> list[DomainEvent]:
     """Make batch k's view current again, as a new batch."""
+    batch = operation.batch
     source = await state.batch_window(batch)
     if source is None:
-        raise InvalidOperation(f"there is no batch {batch} to roll back to")
+        current = (await state.head()).current_batch
+        raise InvalidOperation(
+            f"there is no batch {batch} to roll back to: batches are 1..{current}"
+        )
     shown_calls = {c for e in source for c in e.call_ids}
     hidden = sorted(await state.pending_call_ids() - shown_calls)
     if hidden:
@@ -294,10 +282,80 @@ async def rollback_to_batch(state: ConversationState, batch: int) -> list[Domain
             batch=head.current_batch + 1,
             boundary=definition.boundary,
             retained=definition.retained,
-            operation="rollback_to_batch",
-            parameters={"batch": batch},
+            operation=operation.operation,
+            parameters=operation.parameters(),
         )
     ]
+
+
+# --- transitional: removed when the repository calls decide_batch_operation ---------
+# The keyword entry points the repository of before `store.operations` calls.
+# Each builds the operation's value (refusing a bad one with InvalidOperation)
+# and decides it as above.
+
+_SELECTIONS: dict[str, type[Truncate | Filter | Clear]] = {
+    "truncate": Truncate,
+    "filter": Filter,
+    "clear": Clear,
+}
+
+
+async def select_batch(
+    state: ConversationState,
+    operation: str,
+    parameters: dict[str, Any],
+    *,
+    adjust: bool = False,
+) -> list[DomainEvent]:
+    """Transitional: removed when the repository calls decide_batch_operation."""
+    if operation not in _SELECTIONS:
+        raise InvalidOperation(f"unknown batch operation {operation!r}")
+    value = parse_operation({**parameters, "operation": operation, "adjust": adjust})
+    return await decide_batch_operation(state, value, Limits())
+
+
+async def start_batch(
+    state: ConversationState,
+    boundary_seq: int,
+    limits: Limits,
+    *,
+    summary: Message | None = None,
+    retain: Sequence[int] = (),
+    adjust: bool = False,
+) -> list[DomainEvent]:
+    """Transitional: removed when the repository calls decide_batch_operation."""
+    value = parse_operation(
+        {
+            "operation": "start_batch",
+            "boundary_seq": boundary_seq,
+            "summary": summary,
+            "retain": tuple(retain),
+            "adjust": adjust,
+        }
+    )
+    return await decide_batch_operation(state, value, limits)
+
+
+async def insert_messages(
+    state: ConversationState,
+    position: int,
+    messages: Sequence[Message],
+    limits: Limits,
+) -> list[DomainEvent]:
+    """Transitional: removed when the repository calls decide_batch_operation."""
+    value = parse_operation(
+        {"operation": "insert", "position": position, "messages": tuple(messages)}
+    )
+    return await decide_batch_operation(state, value, limits)
+
+
+async def rollback_to_batch(state: ConversationState, batch: int) -> list[DomainEvent]:
+    """Transitional: removed when the repository calls decide_batch_operation."""
+    value = parse_operation({"operation": "rollback_to_batch", "batch": batch})
+    return await decide_batch_operation(state, value, Limits())
+
+
+# --- other commands -----------------------------------------------------------------
 
 
 async def replace_content(

@@ -18,11 +18,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from store.commands import Limits
+from store.bootstrap import open_storage, repository
 from store.context import AgentProfile, TodoItem
-from store.db import make_async_engine
 from store.messages import Message, StoredMessage, ToolCall
-from store.postgres import PostgresRepository
+from store.repository import Repository
 from store.settings import Settings
 
 console = Console()
@@ -53,7 +52,7 @@ def _window_table(title: str, window: list[StoredMessage]) -> Table:
     return table
 
 
-async def _session(repo: PostgresRepository) -> Any:
+async def _session(repo: Repository) -> Any:
     conversation = await repo.create_conversation(metadata={"title": "fix the flaky parser test"})
     cid = conversation.id
     await repo.configure_agent(
@@ -198,8 +197,8 @@ async def _session(repo: PostgresRepository) -> Any:
 
 
 async def run_demo(url: str, settings: Settings, *, where: str) -> None:
-    engine = make_async_engine(url, settings)
-    repo = PostgresRepository(engine, limits=Limits.from_settings(settings))
+    storage = await open_storage(url, settings)
+    repo = repository(storage, settings)
     try:
         cid = await _session(repo)
         conversation = await repo.get_conversation(cid)
@@ -247,4 +246,4 @@ async def run_demo(url: str, settings: Settings, *, where: str) -> None:
                 Text(f"diagnostics ({fmt}): {json.dumps(diagnostics, ensure_ascii=False)}")
             )
     finally:
-        await engine.dispose()
+        await storage.close()

@@ -14,17 +14,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from store.codec import encode_message
 from store.context import AgentProfile, TodoItem
 from store.messages import Content, Message
-from store.records import NewEvent, RecordedEvent
 
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def to_new_event(self, *, client_id: str | None = None) -> NewEvent:
-        data = self.model_dump(mode="json", exclude={"type"})
-        return NewEvent(type=self.type, data=data, client_id=client_id)  # type: ignore[attr-defined]
+    def data(self) -> dict[str, Any]:
+        """What the log's `data` column keeps of this event (its type is a column)."""
+        return self.model_dump(mode="json", exclude={"type"})
 
 
 class ConversationStarted(_Event):
@@ -43,6 +43,16 @@ class MessageAppended(_Event):
     sort_key: Decimal
     batch: int
     message: Message
+
+    def data(self) -> dict[str, Any]:
+        # The message body is stored here once (the views reference this
+        # event), so it is kept compact: see store.codec.
+        return {
+            "seq": self.seq,
+            "sort_key": str(self.sort_key),
+            "batch": self.batch,
+            "message": encode_message(self.message),
+        }
 
 
 class MessageEdited(_Event):
@@ -118,5 +128,6 @@ DomainEvent = Annotated[
 _adapter: TypeAdapter[DomainEvent] = TypeAdapter(DomainEvent)
 
 
-def from_recorded(event: RecordedEvent) -> DomainEvent:
-    return _adapter.validate_python({"type": event.type, **event.data})
+def from_data(type_: str, data: dict[str, Any]) -> DomainEvent:
+    """The domain event the log recorded as (`type`, `data`)."""
+    return _adapter.validate_python({"type": type_, **data})

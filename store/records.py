@@ -1,5 +1,5 @@
-"""Value types of the event log: events to write, events as recorded,
-expected stream states and positions in the global feed."""
+"""Value types of the event log: events as recorded, expected stream
+states and positions in the global feed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 
 class StreamState(Enum):
@@ -25,17 +25,6 @@ ExpectedVersion = int | StreamState
 
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class NewEvent(_Value):
-    type: str = Field(min_length=1)
-    data: dict[str, Any]
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    client_id: str | None = None
-
-    def content_hash(self) -> str:
-        """What makes two events "the same" for idempotency: type and data."""
-        return canonical_hash([self.type, self.data])
 
 
 class FeedPosition(_Value):
@@ -56,22 +45,12 @@ class RecordedEvent(_Value):
     version: int
     type: str
     data: dict[str, Any]
-    metadata: dict[str, Any]
-    client_id: str | None
     recorded_at: datetime
     transaction_id: int
 
     @property
     def feed_position(self) -> FeedPosition:
         return FeedPosition(transaction_id=self.transaction_id, position=self.position)
-
-
-class AppendResult(_Value):
-    conversation_id: uuid.UUID
-    first_version: int
-    last_version: int  # the stream's version after this append
-    positions: tuple[int, ...]
-    replayed: bool = False  # True: an idempotent retry; nothing was written
 
 
 def canonical_hash(value: Any) -> str:

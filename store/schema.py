@@ -1,7 +1,7 @@
 """The event log's tables: conversation streams, events, idempotent appends.
 
-Constraint names are chosen here, explicitly: `store.db` maps a violation
-of a named constraint to our own error (e.g. `uq_events_stream_version` →
+Constraint names are chosen here, explicitly: `store.postgres.driver_errors`
+maps a violation of a named constraint to our own error (e.g. `pk_events` →
 `ConcurrencyConflict`), so a rename is a behaviour change and shows in
 review. Projection tables live in `store.projections.tables`, on the same
 `metadata`.
@@ -17,11 +17,11 @@ from sqlalchemy import (
     ForeignKey,
     Identity,
     Index,
+    Integer,
     MetaData,
     PrimaryKeyConstraint,
     Table,
     Text,
-    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
@@ -51,6 +51,10 @@ conversations = Table(
     # be reused by mistake); its events and projection rows are purged.
     Column("deleted_at", DateTime(timezone=True), nullable=True),
     Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    # The views' head, kept by the projector beside the stream it follows
+    # (one row to lock and update per append); a rebuild resets and replays it.
+    Column("next_seq", BigInteger, nullable=False, server_default=text("1")),
+    Column("current_batch", Integer, nullable=False, server_default=text("1")),
     PrimaryKeyConstraint("id", name="pk_conversations"),
     CheckConstraint("version >= 0", name="ck_conversations_version_not_negative"),
     Index("ix_conversations_tenant_updated_at", "tenant", "updated_at"),
@@ -71,11 +75,9 @@ events = Table(
     ),
     Column("version", BigInteger, nullable=False),
     Column("type", Text, nullable=False),
+    # The event; a message's body is stored here and only here (the views
+    # reference it: docs/storage.md).
     Column("data", JSONB, nullable=False),
-    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    # A client-chosen id (a client message id): a retried append that
-    # carries it returns the original event instead of writing it twice.
-    Column("client_id", Text, nullable=True),
     Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     # The writing transaction's id (xid8, stored as bigint: 64-bit xids fit
     # for the next few hundred years and bigint compares and indexes plainly).
@@ -85,9 +87,10 @@ events = Table(
         nullable=False,
         server_default=text("(pg_current_xact_id()::text)::bigint"),
     ),
-    PrimaryKeyConstraint("position", name="pk_events"),
-    UniqueConstraint("conversation_id", "version", name="uq_events_stream_version"),
-    UniqueConstraint("conversation_id", "client_id", name="uq_events_client_id"),
+    # The stream's key is the optimistic-concurrency backstop (a second
+    # writer at the same version fails loudly) and every read's path to a
+    # message body; `position` needs no index of its own: the feed's covers it.
+    PrimaryKeyConstraint("conversation_id", "version", name="pk_events"),
     CheckConstraint("version >= 1", name="ck_events_version_positive"),
     Index("ix_events_feed", "transaction_id", "position"),
 )

@@ -14,26 +14,10 @@ from pathlib import Path
 
 import platformdirs
 
-DRIVER_SCHEME = "postgresql+psycopg"
+from store.commands import Limits
+from store.postgres.urls import DRIVER_SCHEME, libpq_url, sqlalchemy_url
 
-
-def sqlalchemy_url(url: str) -> str:
-    """Name the psycopg 3 driver in `url`, whatever libpq spelling it came in."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        raise ValueError(f"DATABASE_URL is not a URL: {url!r}")
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg3"):
-        return f"{DRIVER_SCHEME}://{rest}"
-    raise ValueError(
-        f"DATABASE_URL must be a PostgreSQL URL (postgresql:// or postgresql+psycopg://), "
-        f"got scheme {scheme!r}"
-    )
-
-
-def libpq_url(url: str) -> str:
-    """The same URL as plain libpq understands it (for psql, pg_dump, raw psycopg)."""
-    _, _, rest = sqlalchemy_url(url).partition("://")
-    return f"postgresql://{rest}"
+__all__ = ["DRIVER_SCHEME", "Settings", "libpq_url", "sqlalchemy_url"]
 
 
 def _int_env(name: str, default: int) -> int:
@@ -80,3 +64,8 @@ class Settings:
                 f"-c idle_in_transaction_session_timeout={self.idle_in_transaction_timeout_ms}",
             ]
         )
+
+
+def limits_from_settings(settings: Settings) -> Limits:
+    """The limits commands enforce, as `settings` set them."""
+    return Limits(max_message_chars=settings.max_message_chars)

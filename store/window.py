@@ -2,9 +2,12 @@
 
 Every context operation of behaviours §4 (truncate, filter, clear,
 start_batch, insert, rollback) is decided here, on the current visible
-window, with no I/O; the PostgreSQL repository and the in-memory fake both
-call these, so they cannot disagree. Each operation returns the entries
-the new batch shows; `selection_to_batch` turns that into the batch's
+window, with no I/O; `store.commands` calls these whatever the storage,
+so backends cannot disagree. They take the operations as the
+values of `store.operations`, which have checked everything that can be
+checked on the value alone; what needs the window (retained messages that
+are not visible, tool blocks) is checked here. Each operation returns the
+entries the new batch shows; `selection_to_batch` turns that into the batch's
 definition (boundary + retained), and `enforce_tool_blocks` refuses — or,
 when asked, repairs — a selection that would split a tool-call block or
 hide a call still waiting for its result.
@@ -21,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import assert_never
 
 from store.errors import BoundaryError, InvalidOperation
-from store.messages import ROLES, Role
+from store.messages import Role
+from store.operations import Clear, Filter, SelectionOperation, StartBatch, Truncate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,93 +50,74 @@ class BatchDefinition:
     retained: tuple[int, ...]
 
 
-def truncate(
-    window: Sequence[WindowEntry],
-    *,
-    keep_first: int | None = None,
-    keep_last: int | None = None,
-    remove_first: int | None = None,
-    remove_last: int | None = None,
-    range_: tuple[int, int] | None = None,
-    role: Role | None = None,
-) -> list[WindowEntry]:
-    """Keep part of the window. The counts apply in the order given above to
-    the window — or, with `role`, to that role's messages only, every other
-    role staying as it is. `range_` is [start, end) over that list."""
-    counts = {
-        "keep_first": keep_first,
-        "keep_last": keep_last,
-        "remove_first": remove_first,
-        "remove_last": remove_last,
-    }
-    if all(v is None for v in counts.values()) and range_ is None:
-        raise InvalidOperation(
-            "truncate needs one of keep_first, keep_last, remove_first, remove_last, range"
-        )
-    for name, value in counts.items():
-        if value is not None and value < 0:
-            raise InvalidOperation(f"truncate {name} must be >= 0, got {value}")
-    if role is not None and role not in ROLES:
-        raise InvalidOperation(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
-    subject = [e for e in window if role is None or e.role == role]
-    kept = list(subject)
-    if keep_first is not None:
-        kept = kept[:keep_first]
-    if keep_last is not None:
-        kept = kept[-keep_last:] if keep_last else []
-    if remove_first is not None:
-        kept = kept[remove_first:]
-    if remove_last is not None:
-        kept = kept[: len(kept) - remove_last] if remove_last < len(kept) else []
-    if range_ is not None:
-        start, end = range_
-        if start < 0 or end < start:
-            raise InvalidOperation(f"truncate range must be 0 <= start <= end, got {range_}")
+def select(window: Sequence[WindowEntry], operation: SelectionOperation) -> list[WindowEntry]:
+    """The entries the new batch of `operation` shows (before tool blocks
+    are checked)."""
+    match operation:
+        case StartBatch():
+            return from_boundary(window, operation)
+        case Truncate():
+            return truncate(window, operation)
+        case Filter():
+            return filter_window(window, operation)
+        case Clear():
+            return clear(window, operation)
+        case _:
+            assert_never(operation)
+
+
+def truncate(window: Sequence[WindowEntry], operation: Truncate) -> list[WindowEntry]:
+    """Keep part of the window — or, with `role`, of that role's messages,
+    every other role staying as it is. `range` is [start, end) over that
+    list; `remove_first` and `remove_last` (the only forms that combine)
+    give the same result in either order."""
+    role = operation.role
+    kept = [e for e in window if role is None or e.role == role]
+    if operation.keep_first is not None:
+        kept = kept[: operation.keep_first]
+    if operation.keep_last is not None:
+        kept = kept[-operation.keep_last :] if operation.keep_last else []
+    if operation.remove_first is not None:
+        kept = kept[operation.remove_first :]
+    if operation.remove_last is not None:
+        kept = kept[: max(len(kept) - operation.remove_last, 0)]
+    if operation.range is not None:
+        start, end = operation.range
         kept = kept[start:end]
     kept_seqs = {e.seq for e in kept}
     return [e for e in window if e.seq in kept_seqs or (role is not None and e.role != role)]
 
 
-def filter_window(
-    window: Sequence[WindowEntry],
-    *,
-    roles: Iterable[Role] | None = None,
-    content_contains: Sequence[str] | None = None,
-    content_excludes: Sequence[str] | None = None,
-) -> list[WindowEntry]:
+def filter_window(window: Sequence[WindowEntry], operation: Filter) -> list[WindowEntry]:
     """Keep messages of the given roles, containing any of `content_contains`
     and none of `content_excludes`."""
-    if roles is None and not content_contains and not content_excludes:
-        raise InvalidOperation("filter needs roles, content_contains or content_excludes")
-    wanted = set(roles) if roles is not None else None
-    if wanted is not None and not wanted <= set(ROLES):
-        raise InvalidOperation(f"unknown roles {sorted(wanted - set(ROLES))}")
+    wanted = set(operation.roles) if operation.roles is not None else None
+    contains = operation.content_contains or ()
+    excludes = operation.content_excludes or ()
     return [
         e
         for e in window
         if (wanted is None or e.role in wanted)
-        and (not content_contains or any(s in e.text for s in content_contains))
-        and not (content_excludes and any(s in e.text for s in content_excludes))
+        and (not contains or any(s in e.text for s in contains))
+        and not any(s in e.text for s in excludes)
     ]
 
 
-def clear(window: Sequence[WindowEntry], *, keep_system: bool = True) -> list[WindowEntry]:
+def clear(window: Sequence[WindowEntry], operation: Clear) -> list[WindowEntry]:
     """Hide everything, or everything but the system messages (which stay shown)."""
-    return [e for e in window if keep_system and e.role == "system"]
+    return [e for e in window if operation.keep_system and e.role == "system"]
 
 
-def from_boundary(
-    window: Sequence[WindowEntry], boundary_seq: int, *, retain: Iterable[int] = ()
-) -> list[WindowEntry]:
+def from_boundary(window: Sequence[WindowEntry], operation: StartBatch) -> list[WindowEntry]:
     """`start_batch`: the window from the message `boundary_seq` on, plus the
     retained messages (which must be visible now)."""
     by_seq = {e.seq: e for e in window}
-    retained = set(retain)
+    retained = set(operation.retain)
     missing = sorted(retained - set(by_seq))
     if missing:
         raise InvalidOperation(f"cannot retain messages that are not visible: seq {missing}")
-    anchor = by_seq.get(boundary_seq)
-    key = anchor.sort_key if anchor is not None else Decimal(boundary_seq)
+    anchor = by_seq.get(operation.boundary_seq)
+    key = anchor.sort_key if anchor is not None else Decimal(operation.boundary_seq)
     return [e for e in window if e.sort_key >= key or e.seq in retained]
 
 

@@ -29,7 +29,6 @@ from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.db import make_async_engine, make_sync_engine
-from store.log import EventLog
 from store.settings import Settings, libpq_url, sqlalchemy_url
 
 TEMPLATE_PREFIX = "convo_test_template"
@@ -130,11 +129,6 @@ async def engine(database_url: str, settings: Settings) -> AsyncIterator[AsyncEn
     engine = make_async_engine(database_url, settings, pool_size=20, max_overflow=10)
     yield engine
     await engine.dispose()
-
-
-@pytest.fixture
-def event_log(engine: AsyncEngine) -> EventLog:
-    return EventLog(engine)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

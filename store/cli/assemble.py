@@ -101,9 +101,7 @@ def assemble_command(
 def _from_store(
     conversation: str, agent: str, provider: ProviderFormat, overrides: dict[str, Any]
 ) -> Assembly:
-    from store.commands import Limits
-    from store.db import make_async_engine
-    from store.postgres import PostgresRepository
+    from store.bootstrap import open_storage, repository
     from store.runtime import open_database
     from store.settings import Settings
 
@@ -115,14 +113,13 @@ def _from_store(
     settings = Settings.from_env()
 
     async def build(url: str) -> Assembly:
-        engine = make_async_engine(url, settings)
+        storage = await open_storage(url, settings, max_size=1)
         try:
-            repository = PostgresRepository(engine, limits=Limits.from_settings(settings))
-            return await repository.assemble(
+            return await repository(storage, settings).assemble(
                 conversation_id, agent_id=agent, format=provider, options=options
             )
         finally:
-            await engine.dispose()
+            await storage.close()
 
     with open_database(settings) as database:
         return asyncio.run(build(database.url))

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         with open_database(settings) as database:
             _migrate(database.url, settings)
             console.print(f"database: {database.where}")
-            uvicorn.run(create_app(database.url, settings), host=host, port=port)
+            uvicorn.run(create_app(settings, database_url=database.url), host=host, port=port)
 
     @app.command()
     def demo() -> None:
@@ -77,8 +77,7 @@ def register_rebuild(app: typer.Typer) -> None:
 
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-        from store.db import make_async_engine
-        from store.rebuild import count_events
+        from store.bootstrap import open_storage
         from store.rebuild import rebuild as rebuild_projections
         from store.runtime import open_database
 
@@ -90,9 +89,9 @@ def register_rebuild(app: typer.Typer) -> None:
         settings = Settings.from_env()
 
         async def run(url: str) -> None:
-            engine = make_async_engine(url, settings)
+            storage = await open_storage(url, settings)
             try:
-                total = await count_events(engine, target)
+                total = await storage.count_events(target)
                 with Progress(
                     "[progress.description]{task.description}",
                     BarColumn(),
@@ -102,14 +101,14 @@ def register_rebuild(app: typer.Typer) -> None:
                 ) as bar:
                     task = bar.add_task("replaying events", total=total)
                     report = await rebuild_projections(
-                        engine, target, progress=lambda n: bar.advance(task, n)
+                        storage, target, progress=lambda n: bar.advance(task, n)
                     )
                 console.print(
                     f"[green]rebuilt[/green] {report.conversations} conversation(s) "
                     f"from {report.events} events"
                 )
             finally:
-                await engine.dispose()
+                await storage.close()
 
         with open_database(settings) as database:
             _migrate(database.url, settings)

@@ -1,5 +1,5 @@
-"""The repository on PostgreSQL: state port, reads, and the repository."""
+"""The storage port on PostgreSQL (psycopg 3): statements, feed, driver errors."""
 
-from store.postgres.repository import PostgresRepository
+from store.postgres.storage import DEFAULT_OPTIONS, PostgresStorage
 
-__all__ = ["PostgresRepository"]
+__all__ = ["DEFAULT_OPTIONS", "PostgresStorage"]

@@ -4,9 +4,10 @@ All of them can be dropped and rebuilt from the events (`store.rebuild`).
 Every value here comes from an event (never from `now()`), so a rebuild
 equals what inline maintenance built, row for row.
 
-- `conversation_heads`: per conversation, the next sequence number and the
-  current batch.
-- `messages`: one row per message, real columns for what analysts filter on.
+- the head (next sequence number, current batch) is two columns of
+  `conversations`, beside the stream version they follow.
+- `messages`: one row per message: real columns for what reads filter and
+  order on; the body stays in the message's event.
 - `message_role_index`: LIST-partitioned by role, one partition per role
   (`message_role_index_user`, …): the n-th message of a role → its seq.
   "Last 3 user messages", "assistant messages 2..5", "how many tool
@@ -41,42 +42,26 @@ from store.schema import metadata
 
 ROLE_PARTITIONS = ("system", "user", "assistant", "tool")
 
-conversation_heads = Table(
-    "conversation_heads",
-    metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("tenant", Text, nullable=False),
-    Column("next_seq", BigInteger, nullable=False),
-    Column("current_batch", Integer, nullable=False),
-    Column("archived", Boolean, nullable=False, server_default=text("false")),
-    Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    PrimaryKeyConstraint("conversation_id", name="pk_conversation_heads"),
-)
-
 messages = Table(
     "messages",
     metadata,
+    # Columns to find and order messages by; the body stays in its event
+    # (`event_version`), and an edit's new content in the edit's event
+    # (`edit_version`): text is stored once (docs/storage.md).
     Column("conversation_id", UUID(as_uuid=True), nullable=False),
     Column("seq", BigInteger, nullable=False),
+    Column("event_version", BigInteger, nullable=False),
+    Column("edit_version", BigInteger, nullable=True),
+    Column("role_ordinal", BigInteger, nullable=False),
+    Column("batch", Integer, nullable=False),
+    Column("token_estimate", Integer, nullable=False),
+    Column("is_error", Boolean, nullable=False, server_default=text("false")),
     Column("sort_key", Numeric, nullable=False),
     Column("role", Text, nullable=False),
     Column("agent_id", Text, nullable=False),
     Column("kind", Text, nullable=False),
-    Column("batch", Integer, nullable=False),
-    Column("role_ordinal", BigInteger, nullable=False),
-    # The message as the store keeps it (content, calls, reasoning, ...):
-    # the row's columns are for filtering, this is for rebuilding the value.
-    Column("body", JSONB, nullable=False),
-    Column("text", Text, nullable=False),
     Column("tool_call_id", Text, nullable=True),
-    Column("tool_names", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
-    Column("is_error", Boolean, nullable=False, server_default=text("false")),
     Column("client_message_id", Text, nullable=True),
-    Column("token_estimate", Integer, nullable=False),
-    Column("recorded_at", DateTime(timezone=True), nullable=False),
-    Column("edited_at", DateTime(timezone=True), nullable=True),
-    Column("event_version", BigInteger, nullable=False),
     PrimaryKeyConstraint("conversation_id", "seq", name="pk_messages"),
     CheckConstraint(
         "role IN ('system', 'user', 'assistant', 'tool')", name="ck_messages_role_known"
@@ -84,7 +69,6 @@ messages = Table(
     # Sort keys are unique in a conversation (an inserted message's key lies
     # strictly between two existing ones), so window order is total.
     Index("uq_messages_sort_key", "conversation_id", "sort_key", unique=True),
-    Index("ix_messages_conversation_id_agent_id_seq", "conversation_id", "agent_id", "seq"),
     Index(
         "uq_messages_client_message_id",
         "conversation_id",
@@ -92,7 +76,6 @@ messages = Table(
         unique=True,
         postgresql_where=text("client_message_id IS NOT NULL"),
     ),
-    Index("ix_messages_role_recorded_at", "role", "recorded_at"),
 )
 
 # One parent, LIST-partitioned by role; the partitions are created by the
@@ -105,8 +88,6 @@ message_role_index = Table(
     Column("role", Text, nullable=False),
     Column("ordinal", BigInteger, nullable=False),
     Column("seq", BigInteger, nullable=False),
-    Column("batch", Integer, nullable=False),
-    Column("agent_id", Text, nullable=False),
     PrimaryKeyConstraint("conversation_id", "role", "ordinal", name="pk_message_role_index"),
     postgresql_partition_by="LIST (role)",
 )
@@ -133,10 +114,7 @@ batch_members = Table(
     Column("batch", Integer, nullable=False),
     Column("sort_key", Numeric, nullable=False),
     Column("seq", BigInteger, nullable=False),
-    Column("role", Text, nullable=False),
-    Column("agent_id", Text, nullable=False),
     PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_members"),
-    Index("ix_batch_members_role", "conversation_id", "batch", "role", "sort_key"),
 )
 
 tool_calls = Table(
@@ -146,7 +124,7 @@ tool_calls = Table(
     Column("call_id", Text, nullable=False),
     Column("agent_id", Text, nullable=False),
     Column("tool_name", Text, nullable=False),
-    Column("arguments", JSONB, nullable=False),
+    # The arguments stay in the assistant message's event.
     Column("assistant_seq", BigInteger, nullable=False),
     Column("result_seq", BigInteger, nullable=True),
     Column("status", Text, nullable=False),
@@ -186,7 +164,6 @@ context_slots = Table(
 )
 
 PROJECTION_TABLES = (
-    conversation_heads,
     messages,
     message_role_index,
     batches,

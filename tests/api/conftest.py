@@ -1,32 +1,98 @@
-"""The HTTP API against a fresh database per test: the app gets the test's
-engine injected (no lifespan to run), httpx talks to it in-process, and two
-tenants each have a key."""
+"""The HTTP API, wired by `api.app.create_app` on each backend: every test
+here runs against the in-memory storage (fast, no server) and against
+PostgreSQL (a fresh database per test), talking to the app in-process
+through httpx. Two tenants each have a key.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.app import create_app
-from store.api_keys import create_key
+from api.deps import Services
+from store.api_keys import MemoryKeys, create_key, tenant_for_key
+from store.commands import Limits
+from store.db import make_async_engine
+from store.postgres import PostgresStorage
 from store.settings import Settings
+from store.testing import MemoryStorage
 
 BASE_URL = "http://convo.test"
+
+MakeKey = Callable[[str], Awaitable[str]]
 
 
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.integration),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest_asyncio.fixture
+async def wiring(
+    backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Services, MakeKey]]:
+    """The app's services on the backend under test, and a way to make keys."""
+    if backend == "memory":
+        keys = MemoryKeys()
+
+        async def memory_key(tenant: str) -> str:
+            return keys.create(tenant, "tests")
+
+        yield (
+            Services(storage=MemoryStorage(), tenant_for_key=keys.tenant_for_key, limits=Limits()),
+            memory_key,
+        )
+        return
+    # Asked for lazily (a memory run needs no server); async fixtures cannot
+    # be, so the engine for API keys is made here.
+    database_url: str = request.getfixturevalue("database_url")
+    settings: Settings = request.getfixturevalue("settings")
+    engine = make_async_engine(database_url, settings, pool_size=2, max_overflow=2)
+    storage = await PostgresStorage.connect(database_url, options=settings.connection_options())
+
+    async def postgres_key(tenant: str) -> str:
+        _, plaintext = await create_key(engine, tenant, "tests")
+        return plaintext
+
+    async def lookup(key: str) -> str | None:
+        return await tenant_for_key(engine, key)
+
+    try:
+        yield Services(storage=storage, tenant_for_key=lookup, limits=Limits()), postgres_key
+    finally:
+        await storage.close()
+        await engine.dispose()
+
+
 @pytest.fixture
-def app(database_url: str, settings: Settings, engine: AsyncEngine) -> FastAPI:
-    return create_app(database_url, settings, engine=engine)
+def services(wiring: tuple[Services, MakeKey]) -> Services:
+    return wiring[0]
+
+
+@pytest.fixture
+def make_key(wiring: tuple[Services, MakeKey]) -> MakeKey:
+    return wiring[1]
+
+
+@pytest.fixture
+def app(settings: Settings, services: Services) -> FastAPI:
+    return create_app(settings, services=services)
 
 
 @pytest_asyncio.fixture
@@ -37,17 +103,15 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest_asyncio.fixture
-async def key(engine: AsyncEngine) -> str:
+async def key(make_key: MakeKey) -> str:
     """A key of tenant `acme`."""
-    _, plaintext = await create_key(engine, "acme", "tests")
-    return plaintext
+    return await make_key("acme")
 
 
 @pytest_asyncio.fixture
-async def other_key(engine: AsyncEngine) -> str:
+async def other_key(make_key: MakeKey) -> str:
     """A key of tenant `globex`."""
-    _, plaintext = await create_key(engine, "globex", "tests")
-    return plaintext
+    return await make_key("globex")
 
 
 @pytest_asyncio.fixture

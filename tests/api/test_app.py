@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.app import create_app
-from store.api_keys import create_key
 from store.settings import Settings
-from tests.api.conftest import BASE_URL
+from tests.api.conftest import BASE_URL, MakeKey
 
 ROUTES = {
     ("post", "/conversations"),
@@ -59,22 +57,22 @@ async def test_unknown_route_has_the_error_shape(client: httpx.AsyncClient) -> N
     assert response.json() == {"error": {"type": "HTTPError", "message": "Not Found"}}
 
 
-async def test_an_app_without_an_injected_engine_owns_one_for_its_lifespan(
+async def test_an_app_without_injected_services_owns_them_for_its_lifespan(
     database_url: str, settings: Settings
 ) -> None:
-    app: FastAPI = create_app(database_url, settings)
+    app: FastAPI = create_app(settings, database_url=database_url)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
-            # A 401 for a well-formed key means the engine answered the look-up.
+            # A 401 for a well-formed key means the database answered the look-up.
             response = await client.post("/conversations", headers={"X-API-Key": "cs_nope"})
             assert response.status_code == 401
-    assert hasattr(app.state, "engine")
+    assert hasattr(app.state, "services")
 
 
-async def test_an_agent_session_end_to_end(client: httpx.AsyncClient, engine: AsyncEngine) -> None:
+async def test_an_agent_session_end_to_end(client: httpx.AsyncClient, make_key: MakeKey) -> None:
     """What an agent runtime does over HTTP, with a key made by the key API."""
-    _, key = await create_key(engine, "acme", "agent runtime")
+    key = await make_key("acme")
     client.headers["Authorization"] = f"Bearer {key}"
     cid = (await client.post("/conversations", json={"metadata": {"user": "ana"}})).json()["id"]
     base = f"/conversations/{cid}"

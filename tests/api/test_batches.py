@@ -120,7 +120,9 @@ async def test_batch_operation_errors(acme: httpx.AsyncClient) -> None:
 
     no_batch = await _run(acme, cid, operation="rollback_to_batch", batch=9)
     assert no_batch.status_code == 422
-    assert no_batch.json()["error"]["message"] == "there is no batch 9 to roll back to"
+    assert no_batch.json()["error"]["message"] == (
+        "there is no batch 9 to roll back to: batches are 1..1"
+    )
 
     stale = await _run(acme, cid, operation="clear", expected_version=1)
     assert stale.status_code == 409
@@ -130,3 +132,62 @@ async def test_batch_operation_errors(acme: httpx.AsyncClient) -> None:
     assert not_adjustable.status_code == 422
     assert "body.insert.adjust" in not_adjustable.json()["error"]["message"]
     assert len(await _seqs(acme, cid)) == 7
+
+
+async def test_a_body_is_refused_as_its_value_is(acme: httpx.AsyncClient) -> None:
+    cid = await _session(acme)
+    refusals: dict[str, dict[str, Any]] = {
+        "body.truncate: truncate takes one form: keep_first, keep_last, range, or "
+        "remove_first and/or remove_last; got keep_first and keep_last": {
+            "operation": "truncate",
+            "keep_first": 1,
+            "keep_last": 1,
+        },
+        "body.truncate.range: start must not be after end, got [3, 1]": {
+            "operation": "truncate",
+            "range": [3, 1],
+        },
+        "body.filter: filter needs roles, content_contains or content_excludes": {
+            "operation": "filter"
+        },
+        "body.filter.roles: unknown roles ['robot']": {"operation": "filter", "roles": ["robot"]},
+        "body.start_batch.boundary_seq: seqs count from 1, got 0": {
+            "operation": "start_batch",
+            "boundary_seq": 0,
+        },
+        "body.insert.position: -1 is outside the window": {
+            "operation": "insert",
+            "position": -1,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+        "body.rollback_to_batch.batch: there is no batch 0 to roll back to": {
+            "operation": "rollback_to_batch",
+            "batch": 0,
+        },
+    }
+    for message, body in refusals.items():
+        response = await _run(acme, cid, **body)
+        assert response.status_code == 422, body
+        assert response.json()["error"]["type"] == "ValidationError"
+        assert message in response.json()["error"]["message"]
+    assert (await acme.get(f"/conversations/{cid}")).json()["version"] == 8
+
+
+async def test_what_needs_the_conversation_is_refused_when_it_runs(
+    acme: httpx.AsyncClient,
+) -> None:
+    cid = await _session(acme)  # messages 1..7
+    past_the_end = await _run(acme, cid, operation="start_batch", boundary_seq=9)
+    assert past_the_end.status_code == 422
+    error = past_the_end.json()["error"]
+    assert (error["type"], error["message"]) == (
+        "InvalidOperation",
+        "start_batch boundary_seq 9 is past the end of the conversation: it must "
+        "be between 1 and 8 (the next message's seq)",
+    )
+    outside = await _run(
+        acme, cid, operation="insert", position=8, messages=[{"role": "user", "content": "x"}]
+    )
+    assert outside.status_code == 422
+    assert outside.json()["error"]["message"] == "insert position 8 is outside the window (0..7)"
+    assert (await acme.get(f"/conversations/{cid}")).json()["version"] == 8

@@ -30,7 +30,7 @@ from store.commands import Limits
 from store.context import ContextSlots
 from store.db import make_async_engine
 from store.messages import Message, Role, StoredMessage, ToolCall
-from store.postgres import PostgresRepository
+from store.postgres import PostgresStorage
 from store.repository import Batch, Conversation, Repository, ToolBlock
 from store.schema import DEFAULT_TENANT
 from store.settings import Settings, libpq_url
@@ -56,10 +56,22 @@ def contract_database_url(database_server: str, template_database: str) -> Itera
 
 
 @pytest_asyncio.fixture(scope="session")
+async def contract_storage(
+    contract_database_url: str, settings: Settings
+) -> AsyncIterator[PostgresStorage]:
+    storage = await PostgresStorage.connect(
+        contract_database_url, options=settings.connection_options(), max_size=20
+    )
+    yield storage
+    await storage.close()
+
+
+@pytest_asyncio.fixture(scope="session")
 async def contract_engine(
     contract_database_url: str, settings: Settings
 ) -> AsyncIterator[AsyncEngine]:
-    engine = make_async_engine(contract_database_url, settings, pool_size=20, max_overflow=10)
+    """For the tests that look at the tables themselves."""
+    engine = make_async_engine(contract_database_url, settings, pool_size=5, max_overflow=5)
     yield engine
     await engine.dispose()
 
@@ -85,10 +97,10 @@ def make_repository(backend: str, request: pytest.FixtureRequest) -> RepositoryF
 
         return memory
 
-    engine: AsyncEngine = request.getfixturevalue("contract_engine")
+    storage: PostgresStorage = request.getfixturevalue("contract_storage")
 
     def postgres(*, tenant: str = DEFAULT_TENANT, limits: Limits | None = None) -> Repository:
-        return PostgresRepository(engine, tenant=tenant, limits=limits)
+        return Repository(storage, tenant=tenant, limits=limits)
 
     return postgres
 

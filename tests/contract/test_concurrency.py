@@ -90,14 +90,14 @@ async def test_the_fake_serialises_writers_that_suspend_while_deciding(
 ) -> None:
     """The fake's lock, not the absence of awaits, is what keeps writers
     apart: make every decision yield to the loop and nothing may change."""
-    original_head = testing._MemoryState.head
+    original_head = testing._WriteSession.head
 
-    async def yielding_head(state: testing._MemoryState) -> Head:
+    async def yielding_head(state: testing._WriteSession) -> Head:
         head = await original_head(state)
         await asyncio.sleep(0)  # another writer runs while this head is in hand
         return head
 
-    monkeypatch.setattr(testing._MemoryState, "head", yielding_head)
+    monkeypatch.setattr(testing._WriteSession, "head", yielding_head)
     repository = testing.InMemoryRepository()
     conversation = await repository.create_conversation()
 

@@ -7,7 +7,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 import pytest
-from sqlalchemy import func, select
 
 from store.errors import (
     ConcurrencyConflict,
@@ -15,10 +14,10 @@ from store.errors import (
     ConversationNotFound,
 )
 from store.events import ConversationDeleted as ConversationDeletedEvent
+from store.postgres import PostgresStorage
 from store.projections.tables import PROJECTION_TABLES
 from store.records import StreamState
 from store.repository import Repository
-from store.schema import events
 from tests.contract.conftest import RepositoryFactory, Snapshot, append_texts, seqs, user
 
 Read = Callable[[Repository, uuid.UUID], Awaitable[object]]
@@ -178,20 +177,19 @@ async def test_delete_purges_postgres_rows(
 
     await repository.delete(conversation_id)
 
-    engine = request.getfixturevalue("contract_engine")
-    async with engine.connect() as conn:
+    storage: PostgresStorage = request.getfixturevalue("contract_storage")
+    async with storage.pool.connection() as conn:
         for table in PROJECTION_TABLES:
-            count = await conn.scalar(
-                select(func.count()).where(table.c.conversation_id == conversation_id)
+            cursor = await conn.execute(
+                f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s",
+                (conversation_id,),
             )
-            assert count == 0, table.name
-        remaining = list(
-            await conn.execute(
-                select(events.c.version, events.c.type, events.c.data).where(
-                    events.c.conversation_id == conversation_id
-                )
-            )
+            assert await cursor.fetchone() == (0,), table.name
+        cursor = await conn.execute(
+            "SELECT version, type, data FROM events WHERE conversation_id = %s",
+            (conversation_id,),
         )
+        remaining = await cursor.fetchall()
     # Only the content-free tombstone event remains, for feed readers.
     assert [tuple(r) for r in remaining] == [(5, ConversationDeletedEvent().type, {})]
 

@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.context import AgentProfile, TodoItem
 from store.errors import ConvoStoreError
 from store.messages import ROLES, Message, Role
-from store.postgres import PostgresRepository
+from store.postgres import PostgresStorage
 from store.repository import Repository
 from store.testing import InMemoryRepository
 from tests.contract.conftest import assistant, call, system, tool, user
@@ -178,10 +177,10 @@ async def _observe(
 
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_fake_and_postgres_agree_step_by_step(
-    seed: int, contract_engine: AsyncEngine
+    seed: int, contract_storage: PostgresStorage
 ) -> None:
     fake = InMemoryRepository()
-    postgres = PostgresRepository(contract_engine)
+    postgres = Repository(contract_storage)
     cid = uuid.uuid4()
     await fake.create_conversation(cid)
     await postgres.create_conversation(cid)

@@ -1,4 +1,6 @@
-"""Batch operations as pure functions: examples and general properties."""
+"""Batch operations as pure functions: examples and general properties.
+
+What the operation values refuse on their own is tested in test_operations."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from store import window as win
 from store.errors import BoundaryError, InvalidOperation
 from store.messages import Role
+from store.operations import Clear, Filter, SelectionOperation, StartBatch, Truncate
 from store.window import WindowEntry
 
 
@@ -44,46 +47,88 @@ def seqs(entries: list[WindowEntry]) -> list[int]:
 
 
 def test_keep_last_keeps_the_tail() -> None:
-    assert seqs(win.truncate(WINDOW, keep_last=2)) == [5, 6]
+    assert seqs(win.truncate(WINDOW, Truncate(keep_last=2))) == [5, 6]
+    assert seqs(win.truncate(WINDOW, Truncate(keep_last=0))) == []
+    assert seqs(win.truncate(WINDOW, Truncate(keep_last=99))) == [1, 2, 3, 4, 5, 6]
 
 
-def test_truncate_counts_apply_in_order() -> None:
-    assert seqs(win.truncate(WINDOW, keep_first=5, remove_first=1, remove_last=1)) == [2, 3, 4]
-    assert seqs(win.truncate(WINDOW, range_=(1, 3))) == [2, 3]
+def test_truncate_forms() -> None:
+    assert seqs(win.truncate(WINDOW, Truncate(keep_first=2))) == [1, 2]
+    assert seqs(win.truncate(WINDOW, Truncate(remove_first=4))) == [5, 6]
+    assert seqs(win.truncate(WINDOW, Truncate(remove_last=4))) == [1, 2]
+    assert seqs(win.truncate(WINDOW, Truncate(remove_first=1, remove_last=2))) == [2, 3, 4]
+    assert seqs(win.truncate(WINDOW, Truncate(remove_first=4, remove_last=4))) == []
+    assert seqs(win.truncate(WINDOW, Truncate(range=(1, 3)))) == [2, 3]
+    assert seqs(win.truncate(WINDOW, Truncate(range=(2, 2)))) == []
+    assert seqs(win.truncate(WINDOW, Truncate(range=(4, 99)))) == [5, 6]
 
 
 def test_role_restricted_truncate_leaves_other_roles_alone() -> None:
-    assert seqs(win.truncate(WINDOW, role="user", keep_last=1)) == [1, 3, 4, 5, 6]
+    assert seqs(win.truncate(WINDOW, Truncate(role="user", keep_last=1))) == [1, 3, 4, 5, 6]
+    assert seqs(win.truncate(WINDOW, Truncate(role="assistant", range=(0, 1)))) == [1, 2, 3, 4, 5]
 
 
-def test_truncate_refuses_nonsense() -> None:
-    with pytest.raises(InvalidOperation, match="needs one of"):
-        win.truncate(WINDOW)
-    with pytest.raises(InvalidOperation, match="keep_last must be >= 0"):
-        win.truncate(WINDOW, keep_last=-1)
-    with pytest.raises(InvalidOperation, match="unknown role"):
-        win.truncate(WINDOW, keep_last=1, role="robot")  # type: ignore[arg-type]
+@given(
+    st.lists(st.sampled_from(["system", "user", "assistant", "tool"]), max_size=20),
+    st.integers(min_value=0, max_value=25),
+    st.integers(min_value=0, max_value=25),
+    st.sampled_from([None, "system", "user", "assistant", "tool"]),
+)
+def test_remove_first_and_remove_last_give_the_same_result_in_either_order(
+    roles: list[Role], first: int, last: int, role: Role | None
+) -> None:
+    # Why these two are the only truncate forms that combine (store.operations).
+    window = [entry(i + 1, r) for i, r in enumerate(roles)]
+    both = win.truncate(window, Truncate(remove_first=first, remove_last=last, role=role))
+    first_then_last = win.truncate(
+        win.truncate(window, Truncate(remove_first=first, role=role)),
+        Truncate(remove_last=last, role=role),
+    )
+    last_then_first = win.truncate(
+        win.truncate(window, Truncate(remove_last=last, role=role)),
+        Truncate(remove_first=first, role=role),
+    )
+    assert both == first_then_last == last_then_first
 
 
 def test_filter_by_roles_and_content() -> None:
-    assert seqs(win.filter_window(WINDOW, roles=["user"])) == [2, 5]
-    assert seqs(win.filter_window(WINDOW, content_contains=["world", "done"])) == [2, 6]
-    assert seqs(win.filter_window(WINDOW, content_excludes=["please"])) == [1, 2, 3, 4, 6]
+    assert seqs(win.filter_window(WINDOW, Filter(roles=("user",)))) == [2, 5]
+    assert seqs(win.filter_window(WINDOW, Filter(content_contains=("world", "done")))) == [2, 6]
+    assert seqs(win.filter_window(WINDOW, Filter(content_excludes=("please",)))) == [
+        1,
+        2,
+        3,
+        4,
+        6,
+    ]
+    both = Filter(roles=("user", "assistant"), content_excludes=("please",))
+    assert seqs(win.filter_window(WINDOW, both)) == [2, 3, 6]
 
 
 def test_clear_keeps_system_messages_visible_by_default() -> None:
-    assert seqs(win.clear(WINDOW)) == [1]
-    assert seqs(win.clear(WINDOW, keep_system=False)) == []
+    assert seqs(win.clear(WINDOW, Clear())) == [1]
+    assert seqs(win.clear(WINDOW, Clear(keep_system=False))) == []
 
 
 def test_from_boundary_with_retained() -> None:
-    assert seqs(win.from_boundary(WINDOW, 5, retain=[1])) == [1, 5, 6]
-    with pytest.raises(InvalidOperation, match="not visible"):
-        win.from_boundary(WINDOW[2:], 5, retain=[1])
+    assert seqs(win.from_boundary(WINDOW, StartBatch(boundary_seq=5, retain=(1,)))) == [1, 5, 6]
+    assert seqs(win.from_boundary(WINDOW, StartBatch(boundary_seq=7))) == []
+    with pytest.raises(InvalidOperation, match=r"not visible: seq \[1\]"):
+        win.from_boundary(WINDOW[2:], StartBatch(boundary_seq=5, retain=(1,)))
+
+
+def test_select_dispatches_on_the_operation() -> None:
+    operations: list[SelectionOperation] = [
+        StartBatch(boundary_seq=5),
+        Truncate(keep_last=2),
+        Filter(roles=("system", "assistant")),
+        Clear(keep_system=False),
+    ]
+    assert [seqs(win.select(WINDOW, op)) for op in operations] == [[5, 6], [5, 6], [1, 3, 6], []]
 
 
 def test_a_boundary_inside_a_block_is_refused_or_moved() -> None:
-    selected = win.from_boundary(WINDOW, 4)
+    selected = win.from_boundary(WINDOW, StartBatch(boundary_seq=4))
     with pytest.raises(BoundaryError, match="split the tool-call block of message seq 3"):
         win.enforce_tool_blocks(WINDOW, selected, pending_call_ids=())
     moved = win.enforce_tool_blocks(WINDOW, selected, pending_call_ids=(), adjust=True)
@@ -92,7 +137,7 @@ def test_a_boundary_inside_a_block_is_refused_or_moved() -> None:
 
 def test_hiding_a_pending_call_is_refused_or_kept() -> None:
     window = [*WINDOW, entry(7, "assistant", "", calls=("c2",)), entry(8, "user", "wait")]
-    selected = win.truncate(window, keep_last=1)
+    selected = win.truncate(window, Truncate(keep_last=1))
     with pytest.raises(BoundaryError, match="c2"):
         win.enforce_tool_blocks(window, selected, pending_call_ids={"c2"})
     kept = win.enforce_tool_blocks(window, selected, pending_call_ids={"c2"}, adjust=True)

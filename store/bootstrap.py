@@ -1,0 +1,24 @@
+"""Wiring for the application shell: the storage and repositories that the
+CLI, the demo and the HTTP app run on, made from `Settings` in one place."""
+
+from __future__ import annotations
+
+from store.commands import Limits
+from store.postgres import PostgresStorage
+from store.repository import DEFAULT_TENANT, Repository
+from store.settings import Settings
+from store.storage import Storage
+
+
+async def open_storage(url: str, settings: Settings, *, max_size: int = 10) -> PostgresStorage:
+    """A PostgreSQL storage on `url` with the settings' session timeouts."""
+    return await PostgresStorage.connect(
+        url, options=settings.connection_options(), max_size=max_size
+    )
+
+
+def repository(storage: Storage, settings: Settings, tenant: str = DEFAULT_TENANT) -> Repository:
+    """A tenant's repository over `storage`, with the settings' limits."""
+    return Repository(
+        storage, tenant=tenant, limits=Limits(max_message_chars=settings.max_message_chars)
+    )

@@ -1,0 +1,804 @@
+"""`store.storage.Storage` on PostgreSQL, over psycopg 3 and its pool.
+
+Round trips are the cost to watch: a single append is two.
+
+1. `BEGIN`, the stream row lock (`sql.LOCK_STREAM`: version, views' head,
+   role counts, the transaction's time) and the lookups the write named up
+   front (the calls its tool results answer, its client ids, its
+   idempotency key) go out together in pipeline mode, one sync.
+2. The whole write — events, message rows, role index, batch membership,
+   tool calls, the stream's version and head, the remembered request — is
+   one statement (`sql.append_cte`, data-modifying CTEs), sent with
+   `COMMIT`, one sync.
+
+Why pipeline mode and a CTE rather than a server-side function: the
+decisions (`store.commands`) and the projector stay in Python, shared with
+the in-memory storage, and SQL only writes the rows it is given; psycopg
+prepares each statement shape after a few uses, so the server plans none
+of them again. A server function would have moved the projection into
+PL/pgSQL — a second implementation to keep equal to the fake's.
+
+Reads go out in one sync too: the conversation's row (does it exist, for
+this tenant, not deleted) and the read itself, pipelined.
+
+Per-conversation concurrency.
+
+An append locks its conversation's row (`sql.LOCK_STREAM`: `SELECT … FOR UPDATE`), compares
+the version with the caller's expectation, then bumps the version and
+inserts the events, all in one transaction. Two writers of one
+conversation serialize on that row lock; the loser re-reads the committed
+version after the winner commits and gets a `ConcurrencyConflict` naming
+both versions. The events' primary key `(conversation_id, version)` is the backstop: should
+anything bypass the row lock, the insert fails loudly and is reported as
+the same conflict. We never `ON CONFLICT DO NOTHING` an event: that is how
+other stores have silently lost events.
+
+Writers of *different* conversations never touch the same row, so they
+append in parallel: there is no global write lock.
+
+Every exception that escapes a transaction goes through
+`store.postgres.driver_errors.translate`: the store's callers only ever see
+`store.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
+from psycopg.types.json import Jsonb, set_json_loads
+from psycopg_pool import AsyncConnectionPool
+
+from store.codec import decode_message, decode_stored, message_text
+from store.commands import Head
+from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
+from store.errors import ConversationDeleted, ConversationNotFound
+from store.events import from_data
+from store.messages import ROLES, Role, StoredMessage
+from store.postgres import feed, sql
+from store.postgres.driver_errors import translate
+from store.postgres.urls import libpq_url
+from store.projections.projector import (
+    AppendMessages,
+    Archive,
+    Changes,
+    ConfigureAgent,
+    EditMessage,
+    PurgeViews,
+    Recorded,
+    SetSlot,
+    StartBatch,
+    StartViews,
+    Step,
+    ViewHead,
+)
+from store.records import FeedPosition, RecordedEvent
+from store.storage import (
+    NO_LOOKUPS,
+    AssemblyInput,
+    HistoryPage,
+    Lookups,
+    StoredRequest,
+    StreamRow,
+    Write,
+)
+from store.validation import CallState
+from store.values import Batch, Conversation, ToolBlock
+from store.window import WindowEntry
+
+Row = tuple[Any, ...]
+
+# Every session starts with these (see docs/operations.md): appends are
+# short; a statement or a lock wait that runs long means something is wrong,
+# and an idle transaction holds back the global feed for every reader.
+DEFAULT_OPTIONS = (
+    "-c statement_timeout=30000 -c lock_timeout=5000 -c idle_in_transaction_session_timeout=60000"
+)
+_NO_SEQ_ABOVE = 2**62
+
+
+def _json(value: Any) -> str:
+    # Non-finite numbers are not JSON: refused here rather than stored as null.
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+async def _configure(conn: AsyncConnection[Any]) -> None:
+    # JSON from the server is decoded by orjson: a 5,000-message window is
+    # 5,000 bodies, and the standard library's decoder was a third of a read.
+    set_json_loads(orjson.loads, conn)
+
+
+def _message(row: Row) -> StoredMessage:
+    seq, batch, ordinal, tokens, recorded_at, body, edited = row[:7]
+    return decode_stored(
+        body,
+        seq=seq,
+        batch=batch,
+        role_ordinal=ordinal,
+        recorded_at=recorded_at,
+        edited_content=edited,
+        token_estimate=tokens,
+    )
+
+
+def _check_readable(conversation_id: uuid.UUID, tenant: str, row: Row | None) -> Row:
+    if row is None or row[0] != tenant or row[1] == 0:
+        # Another tenant's conversation looks exactly like a missing one.
+        raise ConversationNotFound(conversation_id)
+    if row[2]:
+        raise ConversationDeleted(conversation_id)
+    return row
+
+
+def _raise_ours(error: Exception, conversation_id: uuid.UUID | None) -> None:
+    ours = translate(error, conversation_id=conversation_id)
+    if ours is not None:
+        raise ours from error
+
+
+async def _rollback(conn: AsyncConnection[Any]) -> None:
+    """End a transaction this module began by hand, if it is still open."""
+    if conn.info.transaction_status in (
+        psycopg.pq.TransactionStatus.INTRANS,
+        psycopg.pq.TransactionStatus.INERROR,
+    ):
+        # A broken connection: the pool discards it.
+        with contextlib.suppress(psycopg.Error):
+            await conn.execute("ROLLBACK")
+
+
+# --- writing --------------------------------------------------------------------
+
+
+def _events_params(write: Write) -> dict[str, Any]:
+    return {
+        "ev_version": [e.version for e in write.events],
+        "ev_type": [e.type for e in write.events],
+        "ev_data": [_json(e.data) for e in write.events],
+    }
+
+
+def _append_params(step: AppendMessages) -> dict[str, Any]:
+    rows = step.messages
+    return {
+        "m_seq": [r.seq for r in rows],
+        "m_version": [r.event_version for r in rows],
+        "m_ordinal": [r.role_ordinal for r in rows],
+        "m_batch": [r.batch for r in rows],
+        "m_tokens": [r.token_estimate for r in rows],
+        "m_error": [r.is_error for r in rows],
+        "m_key": [r.sort_key for r in rows],
+        "m_role": [r.role for r in rows],
+        "m_agent": [r.agent_id for r in rows],
+        "m_kind": [r.kind for r in rows],
+        "m_answers": [r.tool_call_id for r in rows],
+        "m_client": [r.client_message_id for r in rows],
+        "c_id": [c.call_id for c in step.calls],
+        "c_agent": [c.agent_id for c in step.calls],
+        "c_name": [c.tool_name for c in step.calls],
+        "c_seq": [c.assistant_seq for c in step.calls],
+        "c_result": [c.result_seq for c in step.calls],
+        "c_error": [c.is_error for c in step.calls],
+        "a_id": [a.call_id for a in step.answered],
+        "a_seq": [a.result_seq for a in step.answered],
+        "a_error": [a.is_error for a in step.answered],
+    }
+
+
+def _head_params(cid: uuid.UUID, version: int, head: ViewHead) -> dict[str, Any]:
+    return {
+        "cid": cid,
+        "version": version,
+        "next_seq": head.next_seq,
+        "current_batch": head.current_batch,
+    }
+
+
+def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, Any]]]:
+    """The statements that write one projection step."""
+    match step:
+        case StartViews():
+            return [
+                (sql.START_VIEWS, {"cid": cid, "at": step.started_at, "version": step.version}),
+                (sql.SET_METADATA, {"cid": cid, "metadata": Jsonb(step.metadata, dumps=_json)}),
+            ]
+        case AppendMessages():
+            params = {"cid": cid, **_append_params(step)}
+            statements = [sql.INSERT_MESSAGES, sql.INSERT_ROLE_INDEX, sql.INSERT_MEMBERS]
+            if step.calls:
+                statements.append(sql.INSERT_CALLS)
+            if step.answered:
+                statements.append(sql.ANSWER_CALLS)
+            return [(s, params) for s in statements]
+        case EditMessage():
+            params = {
+                "cid": cid,
+                "seq": step.seq,
+                "version": step.edit_version,
+                "tokens": step.token_estimate,
+            }
+            return [(sql.EDIT_MESSAGE, params)]
+        case StartBatch():
+            batch = {
+                "cid": cid,
+                "batch": step.batch,
+                "boundary": step.boundary,
+                "summary": step.summary_seq,
+                "retained": Jsonb(list(step.retained)),
+                "operation": step.operation,
+                "parameters": Jsonb(step.parameters, dumps=_json),
+                "at": step.started_at,
+                "version": step.version,
+            }
+            copy = {
+                "cid": cid,
+                "batch": step.batch,
+                "source": step.source_batch,
+                "boundary": step.boundary,
+                "retained": list(step.retained),
+            }
+            return [(sql.INSERT_BATCH, batch), (sql.COPY_MEMBERS, copy)]
+        case ConfigureAgent():
+            params = {
+                "cid": cid,
+                "agent": step.agent_id,
+                "sub": step.is_sub_agent,
+                "prompt": step.system_prompt,
+                "role": step.role_definition,
+                "version": step.version,
+            }
+            if step.role_definition_only:
+                return [(sql.UPSERT_ROLE_DEFINITION, params)]
+            return [(sql.UPSERT_PROFILE, params)]
+        case SetSlot():
+            key = {"cid": cid, "agent": step.agent_id, "slot": step.slot}
+            if step.value is None:
+                return [(sql.DELETE_SLOT, key)]
+            value = Jsonb(step.value, dumps=_json)
+            return [(sql.UPSERT_SLOT, {**key, "value": value, "version": step.version})]
+        case Archive():
+            return [(sql.ARCHIVE, {"cid": cid, "at": step.archived_at})]
+        case PurgeViews():
+            return [(statement, {"cid": cid}) for statement in sql.DELETE_VIEWS]
+
+
+def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str, Any]]]:
+    """A write as statements: one, for appended messages (the hot path)."""
+    changes = write.changes
+    version = write.events[-1].version
+    head = _head_params(cid, version, changes.head)
+    request: dict[str, Any] = {}
+    if write.request is not None:
+        key, stored = write.request
+        request = {
+            "key": key,
+            "hash": stored.request_hash,
+            "first": stored.first_version,
+            "last": stored.last_version,
+        }
+    steps = changes.steps
+    if all(isinstance(s, AppendMessages) for s in steps) and len(steps) <= 1:
+        step = steps[0] if steps else None
+        assert step is None or isinstance(step, AppendMessages)
+        statement = sql.append_cte(
+            with_messages=step is not None,
+            calls=bool(step and step.calls),
+            answers=bool(step and step.answered),
+            request=bool(request),
+        )
+        params = {**head, **_events_params(write), **request}
+        if step is not None:
+            params.update(_append_params(step))
+        return [(statement, params)]
+    statements = [(sql.INSERT_EVENTS, {"cid": cid, **_events_params(write)})]
+    for step in steps:
+        statements += _step_statements(cid, step)
+    statements.append((sql.HEAD_UPDATE, head))
+    if request:
+        statements.append((sql.REQUEST_INSERT, {"cid": cid, **request}))
+    return statements
+
+
+class _WriteSession:
+    """One write transaction on a locked stream row (see the module docstring)."""
+
+    def __init__(self, conn: AsyncConnection[Any], pipeline: AsyncPipeline, cid: uuid.UUID) -> None:
+        self.conn = conn
+        self.pipeline = pipeline
+        self.conversation_id = cid
+        self._stream: StreamRow | None = None
+        self._calls: dict[str, CallState] = {}
+        self._looked_up_calls: frozenset[str] = frozenset()
+        self._clients: dict[str, StoredMessage] | None = None
+        self._looked_up_clients: frozenset[str] = frozenset()
+        self._request: tuple[str, StoredRequest | None] | None = None
+        self._windows: dict[int, list[WindowEntry] | None] = {}
+        self.written = False
+
+    @property
+    def stream(self) -> StreamRow | None:
+        return self._stream
+
+    def _params(self, **values: Any) -> dict[str, Any]:
+        return {"cid": self.conversation_id, **values}
+
+    async def open(self, tenant: str, create: bool, lookups: Lookups) -> None:
+        conn = self.conn
+        await conn.execute("BEGIN")
+        if create:
+            await conn.execute(sql.CREATE_STREAM, self._params(tenant=tenant))
+        lock = await conn.execute(sql.LOCK_STREAM, self._params())
+        counts = await conn.execute(sql.ROLE_COUNTS, self._params())
+        calls = clients = request = None
+        if lookups.call_ids:
+            calls = await conn.execute(sql.CALL_STATES, self._params(ids=sorted(lookups.call_ids)))
+        if lookups.client_ids:
+            ids = list(lookups.client_ids)
+            clients = await conn.execute(sql.MESSAGES_BY_CLIENT_ID, self._params(ids=ids))
+        if lookups.idempotency_key is not None:
+            key = lookups.idempotency_key
+            request = await conn.execute(sql.REQUEST, self._params(key=key))
+        await self.pipeline.sync()
+        row = await lock.fetchone()
+        role_counts = await counts.fetchone()
+        if row is not None:
+            assert role_counts is not None
+            tenant_, version, deleted, archived, next_seq, batch, now = row
+            self._stream = StreamRow(
+                tenant=tenant_,
+                version=version,
+                deleted=deleted,
+                archived=archived,
+                head=ViewHead(
+                    next_seq=next_seq,
+                    current_batch=batch,
+                    role_counts=dict(zip(ROLES, role_counts, strict=True)),
+                ),
+                now=now,
+            )
+        if calls is not None:
+            self._calls = _call_states(await calls.fetchall())
+            self._looked_up_calls = lookups.call_ids
+        if clients is not None:
+            self._clients = {r[7]: _message(r) for r in await clients.fetchall()}
+            self._looked_up_clients = frozenset(lookups.client_ids)
+        if request is not None:
+            assert lookups.idempotency_key is not None
+            found = await request.fetchone()
+            self._request = (lookups.idempotency_key, _stored_request(found))
+
+    async def _rows(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
+        cursor: AsyncCursor[Row] = await self.conn.execute(statement, params)
+        await self.pipeline.sync()
+        return await cursor.fetchall()
+
+    # ConversationState
+    async def head(self) -> Head:
+        assert self._stream is not None
+        head = self._stream.head
+        return Head(next_seq=head.next_seq, current_batch=head.current_batch)
+
+    async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
+        if not call_ids:
+            return {}
+        if call_ids <= self._looked_up_calls:
+            return {i: s for i, s in self._calls.items() if i in call_ids}
+        rows = await self._rows(sql.CALL_STATES, self._params(ids=sorted(call_ids)))
+        return _call_states(rows)
+
+    async def pending_call_ids(self) -> set[str]:
+        return {r[0] for r in await self._rows(sql.PENDING_CALLS, self._params())}
+
+    async def window(self) -> list[WindowEntry]:
+        window = await self.batch_window((await self.head()).current_batch)
+        assert window is not None
+        return window
+
+    async def batch_window(self, batch: int) -> list[WindowEntry] | None:
+        if batch not in self._windows:
+            exists = await self.conn.execute(sql.BATCH_EXISTS, self._params(batch=batch))
+            entries = await self.conn.execute(sql.WINDOW_ENTRIES, self._params(batch=batch))
+            await self.pipeline.sync()
+            found = await exists.fetchone()
+            rows = await entries.fetchall()
+            self._windows[batch] = None if found is None else [_window_entry(r) for r in rows]
+        return self._windows[batch]
+
+    async def key_after(self, key: Decimal) -> Decimal | None:
+        rows = await self._rows(sql.KEY_AFTER, self._params(key=key))
+        return None if rows[0][0] is None else Decimal(rows[0][0])
+
+    async def key_before(self, key: Decimal) -> Decimal | None:
+        rows = await self._rows(sql.KEY_BEFORE, self._params(key=key))
+        return None if rows[0][0] is None else Decimal(rows[0][0])
+
+    async def message(self, seq: int) -> StoredMessage | None:
+        rows = await self._rows(sql.MESSAGE_BY_SEQ, self._params(seq=seq))
+        return _message(rows[0]) if rows else None
+
+    # the rest of the write port
+    async def request(self, idempotency_key: str) -> StoredRequest | None:
+        if self._request is not None and self._request[0] == idempotency_key:
+            return self._request[1]
+        rows = await self._rows(sql.REQUEST, self._params(key=idempotency_key))
+        return _stored_request(rows[0] if rows else None)
+
+    async def messages_by_client_id(self, client_ids: Sequence[str]) -> dict[str, StoredMessage]:
+        if self._clients is not None and set(client_ids) <= self._looked_up_clients:
+            return {c: m for c, m in self._clients.items() if c in client_ids}
+        rows = await self._rows(sql.MESSAGES_BY_CLIENT_ID, self._params(ids=list(client_ids)))
+        return {r[7]: _message(r) for r in rows}
+
+    async def messages_written_by(
+        self, first_version: int, last_version: int
+    ) -> list[StoredMessage]:
+        params = self._params(first=first_version, last=last_version)
+        return [_message(r) for r in await self._rows(sql.MESSAGES_WRITTEN_BY, params)]
+
+    async def write(self, write: Write) -> None:
+        # Queued, not synced: the statements go out with COMMIT.
+        for statement, params in _write_statements(self.conversation_id, write):
+            await self.conn.execute(statement, params)
+        self.written = True
+
+    async def purge(self) -> None:
+        for statement in (*sql.DELETE_VIEWS, *sql.PURGE):
+            await self.conn.execute(statement, self._params())
+
+
+def _call_states(rows: Sequence[Row]) -> dict[str, CallState]:
+    return {r[0]: CallState(agent_id=r[1], answered=r[2]) for r in rows}
+
+
+def _stored_request(row: Row | None) -> StoredRequest | None:
+    if row is None:
+        return None
+    return StoredRequest(request_hash=row[0], first_version=row[1], last_version=row[2])
+
+
+def _window_entry(row: Row) -> WindowEntry:
+    seq, sort_key, role, agent_id, answers, body, edited = row
+    return WindowEntry(
+        seq=seq,
+        sort_key=Decimal(sort_key),
+        role=role,
+        agent_id=agent_id,
+        text=message_text(body, edited),
+        call_ids=tuple(c["id"] for c in body.get("tool_calls") or ()),
+        answers=answers,
+    )
+
+
+class _RebuildSession:
+    def __init__(self, conn: AsyncConnection[Any], cid: uuid.UUID, version: int) -> None:
+        self.conn = conn
+        self.conversation_id = cid
+        self.version = version
+
+    async def events(self, after_version: int, limit: int) -> list[Recorded]:
+        cursor = await self.conn.execute(
+            sql.EVENTS_AFTER, {"cid": self.conversation_id, "after": after_version, "limit": limit}
+        )
+        return [
+            Recorded(version=v, recorded_at=at, event=from_data(type_, data))
+            for v, at, type_, data in await cursor.fetchall()
+        ]
+
+    async def apply(self, changes: Changes) -> None:
+        cid = self.conversation_id
+        for step in changes.steps:
+            for statement, params in _step_statements(cid, step):
+                await self.conn.execute(statement, params)
+        await self.conn.execute(sql.HEAD_UPDATE, _head_params(cid, self.version, changes.head))
+
+
+# --- the storage ---------------------------------------------------------------------
+
+
+class PostgresStorage:
+    """The storage port on PostgreSQL. Open it with `connect`, close it with `close`."""
+
+    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        options: str = DEFAULT_OPTIONS,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 5.0,  # noqa: ASYNC109 - the pool's wait, not this call's
+    ) -> PostgresStorage:
+        """A storage with its own connection pool on the database at `url`.
+
+        `timeout` is how long a caller waits for a free connection before
+        `StorageUnavailable`; `max_size` bounds the connections it opens.
+        """
+        pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            libpq_url(url),
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            kwargs={"autocommit": True, "options": options, "prepare_threshold": None},
+            configure=_configure,
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=timeout)
+        except Exception as error:
+            await pool.close()
+            _raise_ours(error, None)
+            raise
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    # --- writes ------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def writing(
+        self,
+        conversation_id: uuid.UUID,
+        tenant: str,
+        *,
+        create: bool = False,
+        lookups: Lookups = NO_LOOKUPS,
+    ) -> AsyncIterator[_WriteSession]:
+        try:
+            async with self.pool.connection() as conn:
+                try:
+                    async with conn.pipeline() as pipeline:
+                        session = _WriteSession(conn, pipeline, conversation_id)
+                        await session.open(tenant, create, lookups)
+                        yield session
+                        await conn.execute("COMMIT")
+                        await pipeline.sync()
+                except BaseException:
+                    await _rollback(conn)
+                    raise
+        except Exception as error:
+            _raise_ours(error, conversation_id)
+            raise
+
+    @asynccontextmanager
+    async def rebuilding(self, conversation_id: uuid.UUID) -> AsyncIterator[_RebuildSession]:
+        try:
+            async with self.pool.connection() as conn:
+                try:
+                    await conn.execute("BEGIN")
+                    cursor = await conn.execute(sql.LOCK_STREAM, {"cid": conversation_id})
+                    row = await cursor.fetchone()
+                    if row is None:
+                        raise ConversationNotFound(conversation_id)
+                    for statement in (*sql.DELETE_VIEWS, sql.RESET_HEAD):
+                        await conn.execute(statement, {"cid": conversation_id})
+                    yield _RebuildSession(conn, conversation_id, row[1])
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    await _rollback(conn)
+                    raise
+        except Exception as error:
+            _raise_ours(error, conversation_id)
+            raise
+
+    # --- reads --------------------------------------------------------------------
+
+    async def _read(
+        self,
+        conversation_id: uuid.UUID,
+        tenant: str,
+        *statements: tuple[str, Mapping[str, Any]],
+    ) -> tuple[Row, list[list[Row]]]:
+        """The conversation's row (checked) and each statement's rows, one sync."""
+        try:
+            async with self.pool.connection() as conn, conn.pipeline() as pipeline:
+                head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
+                cursors = [await conn.execute(s, p) for s, p in statements]
+                await pipeline.sync()
+                row = _check_readable(conversation_id, tenant, await head.fetchone())
+                return row, [await c.fetchall() for c in cursors]
+        except Exception as error:
+            _raise_ours(error, conversation_id)
+            raise
+
+    async def _messages(
+        self, conversation_id: uuid.UUID, tenant: str, statement: str, **params: Any
+    ) -> list[StoredMessage]:
+        _, (rows,) = await self._read(
+            conversation_id, tenant, (statement, {"cid": conversation_id, **params})
+        )
+        return [_message(r) for r in rows]
+
+    async def conversation(self, conversation_id: uuid.UUID, tenant: str) -> Conversation:
+        row, _ = await self._read(conversation_id, tenant)
+        _, version, _, current_batch, next_seq, archived, created_at, metadata = row
+        return Conversation(
+            id=conversation_id,
+            tenant=tenant,
+            version=version,
+            current_batch=current_batch,
+            next_seq=next_seq,
+            archived=archived,
+            started_at=created_at,
+            metadata=metadata,
+        )
+
+    async def window(
+        self, conversation_id: uuid.UUID, tenant: str, *, batch: int | None, agent_id: str | None
+    ) -> list[StoredMessage]:
+        return await self._messages(
+            conversation_id, tenant, sql.WINDOW, batch=batch, agent=agent_id
+        )
+
+    async def recent_in_window(
+        self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
+    ) -> list[StoredMessage]:
+        return await self._messages(
+            conversation_id, tenant, sql.RECENT_IN_WINDOW, role=role, n=n, agent=agent_id
+        )
+
+    async def recent_in_history(
+        self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
+    ) -> list[StoredMessage]:
+        return await self._messages(
+            conversation_id, tenant, sql.RECENT_IN_HISTORY, role=role, n=n, agent=agent_id
+        )
+
+    async def role_range(
+        self, conversation_id: uuid.UUID, tenant: str, role: Role, first: int, last: int
+    ) -> list[StoredMessage]:
+        return await self._messages(
+            conversation_id, tenant, sql.ROLE_RANGE, role=role, first=first, last=last
+        )
+
+    async def count_in_window(self, conversation_id: uuid.UUID, tenant: str) -> dict[Role, int]:
+        _, (rows,) = await self._read(
+            conversation_id, tenant, (sql.COUNT_IN_WINDOW, {"cid": conversation_id})
+        )
+        found = {r[0]: int(r[1]) for r in rows}
+        return {role: found.get(role, 0) for role in ROLES}
+
+    async def count_in_history(self, conversation_id: uuid.UUID, tenant: str) -> dict[Role, int]:
+        _, (rows,) = await self._read(
+            conversation_id, tenant, (sql.COUNT_IN_HISTORY, {"cid": conversation_id})
+        )
+        return {role: int(n) for role, n in zip(ROLES, rows[0], strict=True)}
+
+    async def history(
+        self, conversation_id: uuid.UUID, tenant: str, page: HistoryPage
+    ) -> list[StoredMessage]:
+        return await self._messages(
+            conversation_id,
+            tenant,
+            sql.HISTORY_DESC if page.descending else sql.HISTORY_ASC,
+            after=-1 if page.after_seq is None else page.after_seq,
+            before=_NO_SEQ_ABOVE if page.before_seq is None else page.before_seq,
+            limit=page.limit,
+        )
+
+    async def tool_blocks(
+        self, conversation_id: uuid.UUID, tenant: str, *, pending_only: bool, agent_id: str | None
+    ) -> list[ToolBlock]:
+        params = {"cid": conversation_id, "pending": pending_only, "agent": agent_id}
+        _, (rows,) = await self._read(conversation_id, tenant, (sql.TOOL_BLOCKS, params))
+        return [
+            ToolBlock(
+                call_id=call_id,
+                tool_name=name,
+                arguments=arguments or {},
+                agent_id=agent,
+                assistant_seq=assistant_seq,
+                result_seq=result_seq,
+                status=status,
+                is_error=is_error,
+            )
+            for call_id, name, arguments, agent, assistant_seq, result_seq, status, is_error in rows
+        ]
+
+    async def batch_messages(
+        self, conversation_id: uuid.UUID, tenant: str, batch: int
+    ) -> list[StoredMessage]:
+        return await self._messages(conversation_id, tenant, sql.BATCH_MESSAGES, batch=batch)
+
+    async def batches(self, conversation_id: uuid.UUID, tenant: str) -> list[Batch]:
+        _, (rows,) = await self._read(
+            conversation_id, tenant, (sql.BATCHES, {"cid": conversation_id})
+        )
+        return [
+            Batch(
+                number=number,
+                boundary=Decimal(boundary),
+                summary_seq=summary_seq,
+                retained=tuple(retained),
+                operation=operation,
+                parameters=parameters,
+                started_at=started_at,
+            )
+            for number, boundary, summary_seq, retained, operation, parameters, started_at in rows
+        ]
+
+    async def agent(
+        self, conversation_id: uuid.UUID, tenant: str, agent_id: str
+    ) -> tuple[AgentProfile, ContextSlots]:
+        params = {"cid": conversation_id, "agent": agent_id}
+        _, (profile, slots) = await self._read(
+            conversation_id, tenant, (sql.PROFILE, params), (sql.SLOTS, params)
+        )
+        return _profile(agent_id, profile), slots_from_values(dict(slots))
+
+    async def assembly_input(
+        self, conversation_id: uuid.UUID, tenant: str, agent_id: str
+    ) -> AssemblyInput:
+        params = {"cid": conversation_id, "agent": agent_id}
+        _, (profile, slots, window) = await self._read(
+            conversation_id,
+            tenant,
+            (sql.PROFILE, params),
+            (sql.SLOTS, params),
+            (sql.ASSEMBLY_WINDOW, params),
+        )
+        return AssemblyInput(
+            window=[decode_message(body, content=edited) for body, edited in window],
+            profile=_profile(agent_id, profile),
+            slots=slots_from_values(dict(slots)),
+        )
+
+    # --- the log ---------------------------------------------------------------------
+
+    async def _rows(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
+        try:
+            async with self.pool.connection() as conn:
+                cursor = await conn.execute(statement, params)
+                return await cursor.fetchall()
+        except Exception as error:
+            _raise_ours(error, None)
+            raise
+
+    async def read_feed(self, after: FeedPosition, limit: int) -> list[RecordedEvent]:
+        try:
+            async with self.pool.connection() as conn:
+                return await feed.read_feed(conn, after, limit)
+        except Exception as error:
+            _raise_ours(error, None)
+            raise
+
+    async def feed_head(self) -> FeedPosition:
+        try:
+            async with self.pool.connection() as conn:
+                return await feed.feed_head(conn)
+        except Exception as error:
+            _raise_ours(error, None)
+            raise
+
+    async def conversation_ids(self) -> list[uuid.UUID]:
+        return [r[0] for r in await self._rows(sql.CONVERSATION_IDS, {})]
+
+    async def count_events(self, conversation_id: uuid.UUID | None = None) -> int:
+        (row,) = await self._rows(sql.COUNT_EVENTS, {"cid": conversation_id})
+        return int(row[0])
+
+
+def _profile(agent_id: str, rows: list[Row]) -> AgentProfile:
+    if not rows:
+        return default_profile(agent_id)
+    is_sub_agent, system_prompt, role_definition = rows[0]
+    return AgentProfile(
+        agent_id=agent_id,
+        is_sub_agent=is_sub_agent,
+        system_prompt=system_prompt,
+        role_definition=role_definition,
+    )
+
+
+__all__ = ["DEFAULT_OPTIONS", "PostgresStorage"]

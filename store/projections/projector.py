@@ -1,0 +1,358 @@
+"""The projector: recorded domain events → the row changes of every view.
+
+Pure and shared. The append path (inline, in the write's transaction) and
+the rebuild (replaying the log) both turn events into `Step`s here, and a
+storage only writes the rows it is given — so the two cannot differ, and the
+in-memory fake and PostgreSQL cannot differ either (the storage port is in
+`store.storage`).
+
+What the projector tracks between events is the `ViewHead`: the next
+sequence number, the current batch, and how many messages of each role the
+conversation has (a new message's role ordinal is that count + 1).
+
+Steps keep the events' order: consecutive appended messages become one
+`AppendMessages` step (a burst is written with one statement per table),
+and every other event is a step of its own, because a batch copies its
+source's membership as it is at that point of the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from store.context import ROLE_DEFINITION
+from store.events import (
+    AgentConfigured,
+    BatchStarted,
+    ContextSlotUpdated,
+    ConversationArchived,
+    ConversationDeleted,
+    ConversationStarted,
+    DomainEvent,
+    MessageAppended,
+    MessageEdited,
+)
+from store.messages import MAIN_AGENT, ROLES
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewHead:
+    """Per conversation, what the next event's projection depends on."""
+
+    next_seq: int = 1
+    current_batch: int = 1
+    role_counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recorded:
+    """A domain event with where and when the log recorded it."""
+
+    version: int
+    recorded_at: datetime
+    event: DomainEvent
+
+
+# --- rows ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageRow:
+    """A row of `messages` (its body stays in the event at `event_version`)
+    and of the role index and batch membership."""
+
+    seq: int
+    sort_key: Decimal
+    event_version: int
+    batch: int
+    role: str
+    role_ordinal: int
+    agent_id: str
+    kind: str
+    tool_call_id: str | None
+    is_error: bool
+    client_message_id: str | None
+    token_estimate: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallRow:
+    """A new tool call; answered already when its result came in the same run."""
+
+    call_id: str
+    agent_id: str
+    tool_name: str
+    assistant_seq: int
+    result_seq: int | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallAnswered:
+    call_id: str
+    result_seq: int
+    is_error: bool
+
+
+# --- steps --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartViews:
+    """`ConversationStarted`: batch 1, empty; the head at its start."""
+
+    started_at: datetime
+    version: int
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppendMessages:
+    """A run of appended messages: message rows (with role index and the
+    membership of the batch each arrived in), new calls, and the answers to
+    calls made before the run (a call answered within the run is written
+    answered: one write per row, whatever order a storage writes in)."""
+
+    messages: tuple[MessageRow, ...]
+    calls: tuple[CallRow, ...]
+    answered: tuple[CallAnswered, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EditMessage:
+    seq: int
+    edit_version: int
+    token_estimate: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartBatch:
+    """A new batch: its row, and its members copied from `source_batch`'s
+    (the tail from `boundary` on, and the retained messages)."""
+
+    batch: int
+    source_batch: int
+    boundary: Decimal
+    summary_seq: int | None
+    retained: tuple[int, ...]
+    operation: str
+    parameters: dict[str, Any]
+    started_at: datetime
+    version: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigureAgent:
+    """An upsert of an agent profile; `role_definition_only` sets just that
+    column (a slot update of the role definition), creating the row if needed."""
+
+    agent_id: str
+    is_sub_agent: bool
+    system_prompt: str | None
+    role_definition: str | None
+    role_definition_only: bool
+    version: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetSlot:
+    """A context slot's new value; None removes it."""
+
+    agent_id: str
+    slot: str
+    value: Any
+    version: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Archive:
+    archived_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class PurgeViews:
+    """`ConversationDeleted`: every view row of the conversation goes."""
+
+
+Step = (
+    StartViews
+    | AppendMessages
+    | EditMessage
+    | StartBatch
+    | ConfigureAgent
+    | SetSlot
+    | Archive
+    | PurgeViews
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Changes:
+    """What a run of events does to the views: steps in log order, and the
+    head after them (the storage writes `head.next_seq`/`current_batch`)."""
+
+    steps: tuple[Step, ...]
+    head: ViewHead
+
+
+# --- the projector ------------------------------------------------------------
+
+
+def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
+    """The changes `recorded` makes to views that are at `head`."""
+    steps: list[Step] = []
+    run: list[MessageAppended] = []
+    run_versions: list[int] = []
+    counts = dict(head.role_counts)
+    next_seq, current_batch = head.next_seq, head.current_batch
+
+    def flush() -> None:
+        if run:
+            steps.append(_append_step(run, run_versions, counts))
+            run.clear()
+            run_versions.clear()
+
+    for item in recorded:
+        event = item.event
+        if isinstance(event, MessageAppended):
+            run.append(event)
+            run_versions.append(item.version)
+            next_seq = max(next_seq, event.seq + 1)
+            continue
+        flush()
+        match event:
+            case ConversationStarted():
+                steps.append(
+                    StartViews(
+                        started_at=item.recorded_at, version=item.version, metadata=event.metadata
+                    )
+                )
+                counts = dict.fromkeys(ROLES, 0)
+                next_seq, current_batch = 1, 1
+            case MessageEdited():
+                steps.append(
+                    EditMessage(
+                        seq=event.seq,
+                        edit_version=item.version,
+                        token_estimate=event.token_estimate or 0,
+                    )
+                )
+            case BatchStarted():
+                steps.append(
+                    StartBatch(
+                        batch=event.batch,
+                        source_batch=event.source_batch,
+                        boundary=event.boundary,
+                        summary_seq=event.summary_seq,
+                        retained=tuple(event.retained),
+                        operation=event.operation,
+                        parameters=event.parameters,
+                        started_at=item.recorded_at,
+                        version=item.version,
+                    )
+                )
+                current_batch = event.batch
+            case AgentConfigured():
+                profile = event.profile
+                steps.append(
+                    ConfigureAgent(
+                        agent_id=profile.agent_id,
+                        is_sub_agent=profile.is_sub_agent,
+                        system_prompt=profile.system_prompt,
+                        role_definition=profile.role_definition,
+                        role_definition_only=False,
+                        version=item.version,
+                    )
+                )
+            case ContextSlotUpdated():
+                steps.append(_slot_step(event, item.version))
+            case ConversationArchived():
+                steps.append(Archive(archived_at=item.recorded_at))
+            case ConversationDeleted():
+                steps.append(PurgeViews())
+                counts = dict.fromkeys(ROLES, 0)
+                next_seq, current_batch = 1, 1
+    flush()
+    return Changes(
+        steps=tuple(steps),
+        head=replace(head, next_seq=next_seq, current_batch=current_batch, role_counts=counts),
+    )
+
+
+def _append_step(
+    run: Sequence[MessageAppended], versions: Sequence[int], counts: dict[str, int]
+) -> AppendMessages:
+    rows: list[MessageRow] = []
+    calls: list[CallRow] = []
+    answered: list[CallAnswered] = []
+    for event, version in zip(run, versions, strict=True):
+        message = event.message
+        counts[message.role] += 1
+        rows.append(
+            MessageRow(
+                seq=event.seq,
+                sort_key=event.sort_key,
+                event_version=version,
+                batch=event.batch,
+                role=message.role,
+                role_ordinal=counts[message.role],
+                agent_id=message.agent_id,
+                kind=message.kind.value,
+                tool_call_id=message.tool_call_id,
+                is_error=message.is_error,
+                client_message_id=message.client_message_id,
+                token_estimate=message.token_estimate or 0,
+            )
+        )
+        calls.extend(
+            CallRow(
+                call_id=call.id,
+                agent_id=message.agent_id,
+                tool_name=call.name,
+                assistant_seq=event.seq,
+            )
+            for call in message.tool_calls
+        )
+        if message.tool_call_id is not None:
+            answered.append(
+                CallAnswered(
+                    call_id=message.tool_call_id, result_seq=event.seq, is_error=message.is_error
+                )
+            )
+    answers = {a.call_id: a for a in answered}
+    calls = [
+        replace(c, result_seq=answers[c.call_id].result_seq, is_error=answers[c.call_id].is_error)
+        if c.call_id in answers
+        else c
+        for c in calls
+    ]
+    new = {c.call_id for c in calls}
+    return AppendMessages(
+        messages=tuple(rows),
+        calls=tuple(calls),
+        answered=tuple(a for a in answered if a.call_id not in new),
+    )
+
+
+def _slot_step(event: ContextSlotUpdated, version: int) -> Step:
+    if event.slot == ROLE_DEFINITION:
+        # The role definition is part of the agent's profile: a slot update
+        # of it is the same fact as configuring it.
+        return ConfigureAgent(
+            agent_id=event.agent_id,
+            is_sub_agent=event.agent_id != MAIN_AGENT,
+            system_prompt=None,
+            role_definition=event.text,
+            role_definition_only=True,
+            version=version,
+        )
+    value: Any = (
+        [item.model_dump(mode="json") for item in event.todo]
+        if event.todo is not None
+        else event.text
+    )
+    return SetSlot(agent_id=event.agent_id, slot=event.slot, value=value, version=version)
