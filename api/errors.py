@@ -3,40 +3,67 @@
     {"error": {"type": "ConcurrencyConflict", "message": "...", ...}}
 
 `type` is the store's exception class name (or `Unauthorized`,
-`ValidationError`, `HTTPError`); `message` is the store's own text, which
-names the problem. A concurrency conflict adds `expected` and `actual`.
+`ValidationError`, `HTTPError`, `InternalError`); `message` is the store's
+own text, which names the problem. A concurrency conflict adds `expected`
+and `actual` (when known); a busy conversation or an unavailable database
+adds `retry_after` (seconds), also sent as a `Retry-After` header.
 
-    ConcurrencyConflict, IdempotencyConflict                      → 409
+    ConcurrencyConflict                                           → 409
+    IdempotencyConflict                                           → 409
+    ConversationBusy (+ Retry-After)                              → 409
     ConversationNotFound (also another tenant's conversation)     → 404
     ConversationDeleted                                           → 410
-    InvalidMessage, InvalidOperation (BoundaryError),
-    ConfigurationError, request validation                        → 422
+    InvalidMessage                                                → 422
+    BoundaryError                                                 → 422
+    InvalidOperation                                              → 422
+    ConfigurationError                                            → 422
+    StorageUnavailable (+ Retry-After)                            → 503
+    StorageError (message without internals)                      → 500
+    StorageFailure (any other)                                    → 500
+    ConvoStoreError (any other, e.g. InvalidPayload)              → 422
+    request validation                                            → 422 ValidationError
     Unauthorized (no key, unknown or revoked key)                 → 401
-    anything else (a bug, the database unreachable)               → 500 InternalError
+    anything else (a bug)                                         → 500 InternalError
 
-The store raises before it commits, so nothing stored changes on an error.
+A driver error that reaches the app untranslated (a code path that did not
+go through `store.postgres.driver_errors.translate`) is translated here,
+so a database that is down is a 503 on every route, never a 500.
+
+The store raises before it commits, so nothing stored changes on an error;
+the one exception is a 503 for a connection lost during the commit itself,
+whose write may have been stored: retry it with the same `Idempotency-Key`
+(or client message ids) and a stored write is answered, not repeated.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
 
 from store.errors import (
+    BoundaryError,
     ConcurrencyConflict,
     ConfigurationError,
+    ConversationBusy,
     ConversationDeleted,
     ConversationNotFound,
     ConvoStoreError,
     IdempotencyConflict,
     InvalidMessage,
     InvalidOperation,
+    StorageError,
+    StorageFailure,
+    StorageUnavailable,
 )
+from store.postgres.driver_errors import translate
 
 
 class Unauthorized(Exception):
@@ -50,6 +77,7 @@ class ErrorDetail(BaseModel):
     message: str
     expected: int | str | None = None
     actual: int | None = None
+    retry_after: int | None = None
 
 
 class ErrorBody(BaseModel):
@@ -64,15 +92,24 @@ class ErrorBody(BaseModel):
 STATUS_OF: tuple[tuple[type[ConvoStoreError], int], ...] = (
     (ConcurrencyConflict, 409),
     (IdempotencyConflict, 409),
+    (ConversationBusy, 409),
     (ConversationNotFound, 404),
     (ConversationDeleted, 410),
     (InvalidMessage, 422),
+    (BoundaryError, 422),
     (InvalidOperation, 422),
     (ConfigurationError, 422),
+    (StorageUnavailable, 503),
+    (StorageError, 500),
+    (StorageFailure, 500),
 )
 # A store error not listed above (e.g. the assembler's InvalidPayload) is a
 # request the store refused to carry out: 422, with its message.
 DEFAULT_STORE_STATUS = 422
+
+# The message of a 500 StorageError: what failed is in the server's log
+# (class and SQLSTATE), not in the response.
+STORAGE_ERROR_MESSAGE = "the database failed to carry out the request"
 
 # For route declarations: the error responses the OpenAPI document shows.
 CONVERSATION_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -80,10 +117,18 @@ CONVERSATION_ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such conversation (for this key's tenant)"},
     410: {"model": ErrorBody, "description": "The conversation was deleted"},
     422: {"model": ErrorBody, "description": "The request breaks a rule (the message says which)"},
+    503: {
+        "model": ErrorBody,
+        "description": "The database is unreachable or overloaded: retry after Retry-After",
+    },
 }
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONVERSATION_ERRORS,
-    409: {"model": ErrorBody, "description": "expected_version is stale, or idempotency conflict"},
+    409: {
+        "model": ErrorBody,
+        "description": "expected_version is stale, an idempotency conflict, or the"
+        " conversation is busy (ConversationBusy: retry after Retry-After)",
+    },
 }
 
 
@@ -105,16 +150,44 @@ def status_of(error: ConvoStoreError) -> int:
     return DEFAULT_STORE_STATUS
 
 
-async def _store_error(request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, ConvoStoreError)
+def retry_after_seconds(seconds: float) -> int:
+    """`Retry-After` takes whole seconds: round up, never negative."""
+    return max(0, math.ceil(seconds))
+
+
+def store_error_response(error: ConvoStoreError) -> JSONResponse:
+    status = status_of(error)
+    message = str(error)
     extra: dict[str, Any] = {}
+    headers: dict[str, str] | None = None
     if isinstance(error, ConcurrencyConflict):
         expected = error.expected
-        extra = {
-            "expected": expected if isinstance(expected, int) else str(expected),
-            "actual": error.actual,
-        }
-    return error_response(status_of(error), type(error).__name__, str(error), **extra)
+        if expected is not None:
+            extra["expected"] = expected if isinstance(expected, int) else str(expected)
+        extra["actual"] = error.actual
+    if isinstance(error, StorageFailure):
+        if error.retry_after is not None:
+            seconds = retry_after_seconds(error.retry_after)
+            extra["retry_after"] = seconds
+            headers = {"Retry-After": str(seconds)}
+        if status >= 500 and not isinstance(error, StorageUnavailable):
+            # The driver's class and SQLSTATE are for the log, not the client.
+            message = STORAGE_ERROR_MESSAGE
+    return error_response(status, type(error).__name__, message, headers=headers, **extra)
+
+
+async def _store_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, ConvoStoreError)
+    return store_error_response(error)
+
+
+async def _driver_error(request: Request, error: Exception) -> JSONResponse:
+    # A driver error no storage call translated: translate it here (this
+    # also logs it, without statement or parameters).
+    ours = translate(error, conversation_id=request.path_params.get("conversation_id"))
+    if ours is None:
+        return await _internal_error(request, error)
+    return store_error_response(ours)
 
 
 def _location(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -146,6 +219,10 @@ async def _internal_error(request: Request, error: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ConvoStoreError, _store_error)
+    # Handled here, not by the catch-all: the catch-all re-raises, and the
+    # server would log the driver's message, which can quote stored values.
+    for driver_error in (psycopg.Error, sa_exc.DBAPIError, sa_exc.TimeoutError):
+        app.add_exception_handler(driver_error, _driver_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Unauthorized, _unauthorized)
     app.add_exception_handler(HTTPException, _http_error)

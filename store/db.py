@@ -1,10 +1,11 @@
-"""Engines and the driver boundary.
+"""Engines, and the database-level tasks that need the driver itself.
 
-This is the only module that imports the driver (psycopg). It builds
-engines whose every connection starts with our timeouts, and turns driver
-errors into ours, keyed on the constraint names we chose in
-`store.schema` (a unique violation on the stream-version constraint is a
-lost race, not a bug).
+Every engine built here starts each connection with our timeouts, and hides
+statement parameters (`hide_parameters=True`): a failed statement's
+parameters (message content) never reach an exception's text or a log.
+Driver errors become ours in `store.postgres.driver_errors`, keyed on the
+constraint names we chose in `store.schema` (a unique violation on the
+stream-version constraint is a lost race, not a bug).
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import psycopg.errors
 from sqlalchemy import Engine, create_engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from store.settings import Settings, libpq_url, sqlalchemy_url
@@ -25,28 +24,26 @@ def _connect_args(settings: Settings) -> dict[str, Any]:
 
 
 def make_async_engine(url: str, settings: Settings, **kwargs: Any) -> AsyncEngine:
+    """An engine that never shows statement parameters (there is no opting out)."""
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(sqlalchemy_url(url), connect_args=_connect_args(settings), **kwargs)
+    return create_async_engine(
+        sqlalchemy_url(url),
+        connect_args=_connect_args(settings),
+        hide_parameters=True,
+        **kwargs,
+    )
 
 
 def make_sync_engine(url: str, settings: Settings, **kwargs: Any) -> Engine:
-    return create_engine(sqlalchemy_url(url), connect_args=_connect_args(settings), **kwargs)
-
-
-def violated_constraint(error: DBAPIError) -> str | None:
-    """The name of the unique/check/foreign-key constraint a statement broke, if any."""
-    orig = error.orig
-    if isinstance(orig, psycopg.errors.IntegrityError):
-        diag = getattr(orig, "diag", None)
-        name = getattr(diag, "constraint_name", None)
-        return str(name) if name else None
-    return None
-
-
-def is_lock_timeout(error: DBAPIError) -> bool:
-    return isinstance(error.orig, psycopg.errors.LockNotAvailable)
+    """An engine that never shows statement parameters (there is no opting out)."""
+    return create_engine(
+        sqlalchemy_url(url),
+        connect_args=_connect_args(settings),
+        hide_parameters=True,
+        **kwargs,
+    )
 
 
 def create_database_if_missing(server_url: str, name: str) -> None:

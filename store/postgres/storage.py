@@ -144,8 +144,18 @@ def _raise_ours(error: Exception, conversation_id: uuid.UUID | None) -> None:
         raise ours from error
 
 
-async def _rollback(conn: AsyncConnection[Any]) -> None:
-    """End a transaction this module began by hand, if it is still open."""
+async def _rollback(conn: AsyncConnection[Any], error: BaseException) -> None:
+    """End a transaction this module began by hand, if it is still open.
+
+    After a database error inside a pipeline the connection is closed
+    instead (the pool replaces it): psycopg may have counted as prepared a
+    statement whose Parse the server skipped after the error, and the next
+    use of that statement would fail. Database errors are rare (lost races
+    are found by the lock, before anything is sent), so this costs little.
+    """
+    if isinstance(error, psycopg.Error):
+        await conn.close()
+        return
     if conn.info.transaction_status in (
         psycopg.pq.TransactionStatus.INTRANS,
         psycopg.pq.TransactionStatus.INERROR,
@@ -529,7 +539,7 @@ class PostgresStorage:
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
-            kwargs={"autocommit": True, "options": options, "prepare_threshold": None},
+            kwargs={"autocommit": True, "options": options},
             configure=_configure,
             open=False,
         )
@@ -562,10 +572,11 @@ class PostgresStorage:
                         session = _WriteSession(conn, pipeline, conversation_id)
                         await session.open(tenant, create, lookups)
                         yield session
+                        # Sent with the write's statements: leaving the
+                        # pipeline syncs once and raises what failed.
                         await conn.execute("COMMIT")
-                        await pipeline.sync()
-                except BaseException:
-                    await _rollback(conn)
+                except BaseException as error:
+                    await _rollback(conn, error)
                     raise
         except Exception as error:
             _raise_ours(error, conversation_id)
@@ -585,8 +596,8 @@ class PostgresStorage:
                         await conn.execute(statement, {"cid": conversation_id})
                     yield _RebuildSession(conn, conversation_id, row[1])
                     await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
+                except BaseException as error:
+                    await _rollback(conn, error)
                     raise
         except Exception as error:
             _raise_ours(error, conversation_id)
@@ -602,12 +613,18 @@ class PostgresStorage:
     ) -> tuple[Row, list[list[Row]]]:
         """The conversation's row (checked) and each statement's rows, one sync."""
         try:
-            async with self.pool.connection() as conn, conn.pipeline() as pipeline:
-                head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
-                cursors = [await conn.execute(s, p) for s, p in statements]
-                await pipeline.sync()
-                row = _check_readable(conversation_id, tenant, await head.fetchone())
-                return row, [await c.fetchall() for c in cursors]
+            async with self.pool.connection() as conn:
+                try:
+                    async with conn.pipeline():
+                        head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
+                        cursors = [await conn.execute(s, p) for s, p in statements]
+                    # Leaving the pipeline synced once; the results are here.
+                    row = await head.fetchone()
+                    found = [await c.fetchall() for c in cursors]
+                except psycopg.Error:
+                    await conn.close()  # see _rollback
+                    raise
+            return _check_readable(conversation_id, tenant, row), found
         except Exception as error:
             _raise_ours(error, conversation_id)
             raise

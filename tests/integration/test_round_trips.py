@@ -1,0 +1,116 @@
+"""What an append costs on the wire: round trips and statements, counted.
+
+libpq's protocol trace records every message the client sends. A round
+trip is a `Sync` (the client waits for the server's answers up to it); a
+statement is a `Bind`. The append path is designed to two round trips
+whatever the append carries (see store.postgres.storage): the lock with
+every lookup, then the write with COMMIT.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+import pytest_asyncio
+
+from store.messages import Message, ToolCall
+from store.postgres import PostgresStorage
+from store.repository import Repository
+
+
+@pytest_asyncio.fixture
+async def storage(database_url: str) -> AsyncIterator[PostgresStorage]:
+    # One connection, so the traced one is the one every call uses.
+    storage = await PostgresStorage.connect(database_url, min_size=1, max_size=1)
+    yield storage
+    await storage.close()
+
+
+async def _wire(storage: PostgresStorage, call: Callable[[], Awaitable[Any]]) -> tuple[int, int]:
+    """(round trips, statements) that `call` sends."""
+    with tempfile.TemporaryFile("w+") as trace:
+        async with storage.pool.connection() as conn:
+            conn.pgconn.trace(trace.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            await call()
+        finally:
+            async with storage.pool.connection() as conn:
+                conn.pgconn.untrace()
+        trace.seek(0)
+        sent = [line.rstrip("\n").split("\t") for line in trace if line.startswith("F")]
+    return sum(m[2] == "Sync" for m in sent), sum(m[2] == "Bind" for m in sent)
+
+
+def user(text: str, **extra: Any) -> Message:
+    return Message(role="user", content=text, **extra)
+
+
+@pytest.mark.parametrize(
+    ("shape", "statements"),
+    [
+        pytest.param("plain", 5, id="one message, expected version"),
+        pytest.param("client id", 6, id="with a client message id"),
+        pytest.param("tool result", 6, id="a tool result (its call is looked up)"),
+        pytest.param("idempotency key", 6, id="with an idempotency key"),
+        pytest.param("hundred", 5, id="100 messages"),
+    ],
+)
+async def test_an_append_is_two_round_trips(
+    storage: PostgresStorage, shape: str, statements: int
+) -> None:
+    repository = Repository(storage)
+    conversation = await repository.create_conversation()
+    call = ToolCall(id="call_1", name="ls")
+    opened = await repository.append_messages(
+        conversation.id, [Message(role="assistant", tool_calls=(call,))]
+    )
+    messages: list[Message] = {
+        "plain": [user("hello")],
+        "client id": [user("hello", client_message_id=str(uuid.uuid4()))],
+        "tool result": [Message(role="tool", tool_call_id="call_1", content="a.txt")],
+        "idempotency key": [user("hello")],
+        "hundred": [user(f"m{i}") for i in range(100)],
+    }[shape]
+    key = "k1" if shape == "idempotency key" else None
+
+    async def append() -> None:
+        await repository.append_messages(
+            conversation.id, messages, expected_version=opened.version, idempotency_key=key
+        )
+
+    # BEGIN, the lock, the role counts [, the lookup] | the write, COMMIT.
+    assert await _wire(storage, append) == (2, statements)
+
+
+async def test_a_retry_is_answered_in_one_round_trip_and_writes_nothing(
+    storage: PostgresStorage,
+) -> None:
+    repository = Repository(storage)
+    conversation = await repository.create_conversation()
+    message = user("hello", client_message_id="m1")
+    first = await repository.append_messages(conversation.id, [message])
+
+    async def retry() -> None:
+        again = await repository.append_messages(conversation.id, [message])
+        assert again.replayed
+        assert again.messages == first.messages
+
+    # BEGIN, the lock, the role counts, the client-id lookup | COMMIT.
+    assert await _wire(storage, retry) == (2, 5)
+
+
+async def test_a_read_is_one_round_trip(storage: PostgresStorage) -> None:
+    repository = Repository(storage)
+    conversation = await repository.create_conversation()
+    await repository.append_messages(conversation.id, [user(f"m{i}") for i in range(10)])
+
+    async def reads() -> None:
+        await repository.visible_window(conversation.id)
+
+    assert await _wire(storage, reads) == (1, 2)  # the conversation's row, the window
