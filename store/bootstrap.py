@@ -3,10 +3,9 @@ CLI, the demo and the HTTP app run on, made from `Settings` in one place."""
 
 from __future__ import annotations
 
-from store.commands import Limits
 from store.postgres import PostgresStorage
 from store.repository import DEFAULT_TENANT, Repository
-from store.settings import Settings
+from store.settings import Settings, limits_from_settings
 from store.storage import Storage
 
 
@@ -19,6 +18,4 @@ async def open_storage(url: str, settings: Settings, *, max_size: int = 10) -> P
 
 def repository(storage: Storage, settings: Settings, tenant: str = DEFAULT_TENANT) -> Repository:
     """A tenant's repository over `storage`, with the settings' limits."""
-    return Repository(
-        storage, tenant=tenant, limits=Limits(max_message_chars=settings.max_message_chars)
-    )
+    return Repository(storage, tenant=tenant, limits=limits_from_settings(settings))

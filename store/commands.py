@@ -41,7 +41,15 @@ from store.operations import (
     parse_operation,
 )
 from store.tokens import TokenCounter, approximate_tokens, estimate_message_tokens
-from store.validation import CallState, call_ids_involved, content_chars, validate_append
+from store.validation import (
+    DEFAULT_MAX_MESSAGES_PER_APPEND,
+    CallState,
+    call_ids_involved,
+    check_append_size,
+    check_slot,
+    content_chars,
+    validate_append,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,9 +76,11 @@ class ConversationState(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class Limits:
     """What a command allows (`store.settings.limits_from_settings` reads
-    them from the environment)."""
+    them from the environment). The fixed limits on every field are in
+    `store.inputs`."""
 
     max_message_chars: int = 1_000_000
+    max_messages_per_append: int = DEFAULT_MAX_MESSAGES_PER_APPEND
     count_tokens: TokenCounter = approximate_tokens
 
 
@@ -94,6 +104,7 @@ async def append_messages(
     """Validate `messages` against the thread and number them."""
     if not messages:
         raise InvalidOperation("append needs at least one message")
+    check_append_size(len(messages), limits.max_messages_per_append)
     known = await state.calls(call_ids_involved(messages))
     validate_append(messages, known_calls=known, max_chars=limits.max_message_chars)
     head = head or await state.head()
@@ -400,8 +411,7 @@ def configure_agent(profile: AgentProfile) -> list[DomainEvent]:
 def update_slot(
     agent_id: str, slot: str, value: str | Sequence[TodoItem] | None
 ) -> list[DomainEvent]:
-    if not slot or not slot.replace("_", "").replace("-", "").isalnum():
-        raise InvalidOperation(f"slot names are letters, digits, '-' and '_'; got {slot!r}")
+    check_slot(agent_id, slot, value)
     if slot == TODO:
         if isinstance(value, str):
             raise InvalidOperation("the todo slot holds a list of items, not text")

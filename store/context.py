@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store.inputs import AgentId, BoundedText, Identifier
 from store.messages import MAIN_AGENT
 
 TodoStatus = Literal["pending", "in_progress", "completed"]
@@ -30,8 +31,8 @@ class _Value(BaseModel):
 
 
 class TodoItem(_Value):
-    id: str = Field(min_length=1)
-    content: str
+    id: Identifier
+    content: BoundedText
     status: TodoStatus = "pending"
 
 
@@ -43,10 +44,10 @@ class AgentProfile(_Value):
     role definition before a payload is built for it.
     """
 
-    agent_id: str = MAIN_AGENT
+    agent_id: AgentId = MAIN_AGENT
     is_sub_agent: bool = False
-    system_prompt: str | None = None
-    role_definition: str | None = None
+    system_prompt: BoundedText | None = None
+    role_definition: BoundedText | None = None
 
 
 class ContextSlots(_Value):

@@ -12,10 +12,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from store.codec import encode_message
 from store.context import AgentProfile, TodoItem
+from store.inputs import STORED
 from store.messages import Content, Message
 
 
@@ -44,15 +45,22 @@ class MessageAppended(_Event):
     batch: int
     message: Message
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sort_key_defaults_to_seq(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "sort_key" not in data and "seq" in data:
+            return {**data, "sort_key": data["seq"]}
+        return data
+
     def data(self) -> dict[str, Any]:
         # The message body is stored here once (the views reference this
-        # event), so it is kept compact: see store.codec.
-        return {
-            "seq": self.seq,
-            "sort_key": str(self.sort_key),
-            "batch": self.batch,
-            "message": encode_message(self.message),
-        }
+        # event), so it is kept compact: see store.codec. An ordinary
+        # append's sort key is its seq and is left out.
+        data: dict[str, Any] = {"seq": self.seq, "batch": self.batch}
+        if self.sort_key != self.seq:
+            data["sort_key"] = str(self.sort_key)
+        data["message"] = encode_message(self.message)
+        return data
 
 
 class MessageEdited(_Event):
@@ -129,5 +137,8 @@ _adapter: TypeAdapter[DomainEvent] = TypeAdapter(DomainEvent)
 
 
 def from_data(type_: str, data: dict[str, Any]) -> DomainEvent:
-    """The domain event the log recorded as (`type`, `data`)."""
-    return _adapter.validate_python({"type": type_, **data})
+    """The domain event the log recorded as (`type`, `data`).
+
+    The limits on input (`store.inputs`) are not applied again: what the log
+    holds was accepted under the limits of its day, and must replay."""
+    return _adapter.validate_python({"type": type_, **data}, context=STORED)

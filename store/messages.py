@@ -6,9 +6,13 @@ message answers one tool call id. Conversion to a provider's shape happens
 only at read time, in `store.assembler`.
 
 Rules that can be checked on one message alone live here (a tool message
-needs the call id it answers, no duplicate call ids, nothing empty). Rules
-that need the thread (does that call exist? was it already answered?) live
-in `store.validation`.
+needs the call id it answers, no duplicate call ids, nothing empty), with
+every field's type, range and size (`store.inputs`: no NUL or lone
+surrogate in any text, ids of at most 200 printable characters, at most 128
+tool calls, arguments and metadata as bounded, finite JSON). Rules that
+need the thread (does that call exist? was it already answered?) and the
+configurable limits (content size, messages per append) live in
+`store.validation`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,21 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from store.inputs import (
+    MAX_PARTS,
+    MAX_REASONING,
+    MAX_TOOL_CALLS,
+    AgentId,
+    Arguments,
+    BoundedText,
+    Identifier,
+    Metadata,
+    Text,
+    TokenCount,
+    at_most,
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
@@ -40,16 +58,16 @@ class _Value(BaseModel):
 
 class TextPart(_Value):
     type: Literal["text"] = "text"
-    text: str
+    text: Text
 
 
 class ImagePart(_Value):
     """An image by URL, or inline as base64 with its media type."""
 
     type: Literal["image"] = "image"
-    url: str | None = None
-    data: str | None = None
-    media_type: str | None = None
+    url: Text | None = None
+    data: Text | None = None
+    media_type: Identifier | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -61,13 +79,25 @@ class ImagePart(_Value):
 
 
 ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
-Content = str | tuple[ContentPart, ...]
+
+
+def _content_kind(value: Any) -> str:
+    return "text" if isinstance(value, str) else "parts"
+
+
+# Text or parts; the discriminator makes a refusal name only the form that
+# was sent (`content.text: ...`), not both.
+Content = Annotated[
+    Annotated[Text, Tag("text")]
+    | Annotated[tuple[ContentPart, ...], at_most(MAX_PARTS, "parts"), Tag("parts")],
+    Discriminator(_content_kind),
+]
 
 
 class ToolCall(_Value):
-    id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: Identifier
+    name: Identifier
+    arguments: Arguments = Field(default_factory=dict)
 
 
 class Reasoning(_Value):
@@ -80,26 +110,26 @@ class Reasoning(_Value):
     `encrypted_content`); `item_id` is an OpenAI Responses reasoning item id.
     """
 
-    provider: str
-    text: str | None = None
-    signature: str | None = None
-    data: str | None = None
-    item_id: str | None = None
-    redacted: bool = False
+    provider: Identifier
+    text: BoundedText | None = None
+    signature: BoundedText | None = None
+    data: BoundedText | None = None
+    item_id: Identifier | None = None
+    redacted: bool = Field(default=False, strict=True)
 
 
 class Message(_Value):
     role: Role
     content: Content = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str | None = None
-    is_error: bool = False
-    reasoning: tuple[Reasoning, ...] = ()
-    agent_id: str = Field(default=MAIN_AGENT, min_length=1)
+    tool_calls: Annotated[tuple[ToolCall, ...], at_most(MAX_TOOL_CALLS, "tool calls")] = ()
+    tool_call_id: Identifier | None = None
+    is_error: bool = Field(default=False, strict=True)
+    reasoning: Annotated[tuple[Reasoning, ...], at_most(MAX_REASONING, "reasoning items")] = ()
+    agent_id: AgentId = MAIN_AGENT
     kind: MessageKind = MessageKind.OUTPUT
-    client_message_id: str | None = None
-    token_estimate: int | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    client_message_id: Identifier | None = None
+    token_estimate: TokenCount | None = None
+    metadata: Metadata = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod

@@ -48,6 +48,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from store.errors import InvalidOperation
+from store.inputs import TEXT_RULE
 from store.messages import ROLES, Message, Role
 
 # The largest value a PostgreSQL bigint holds: seqs, batch numbers and
@@ -124,7 +125,7 @@ BatchNumber = Annotated[
 KnownRole = Annotated[
     Role, _rephrased(literal_error=f"unknown role {{value}}; roles are {_ROLE_NAMES}")
 ]
-FilterString = Annotated[str, Field(min_length=1, max_length=MAX_FILTER_CHARS)]
+FilterString = Annotated[str, Field(min_length=1, max_length=MAX_FILTER_CHARS), TEXT_RULE]
 Adjust = Annotated[
     bool,
     Field(

@@ -24,7 +24,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -55,9 +55,21 @@ conversations = Table(
     # (one row to lock and update per append); a rebuild resets and replays it.
     Column("next_seq", BigInteger, nullable=False, server_default=text("1")),
     Column("current_batch", Integer, nullable=False, server_default=text("1")),
+    # Messages of each role so far, in `store.messages.ROLES` order: the
+    # next message's role ordinal, and "how many tool messages" in one read.
+    Column(
+        "role_counts",
+        ARRAY(BigInteger),
+        nullable=False,
+        server_default=text("'{0,0,0,0}'::bigint[]"),
+    ),
     PrimaryKeyConstraint("id", name="pk_conversations"),
     CheckConstraint("version >= 0", name="ck_conversations_version_not_negative"),
-    Index("ix_conversations_tenant_updated_at", "tenant", "updated_at"),
+    # Not on updated_at: every append updates it, and an indexed column would
+    # make each of those updates a non-HOT one (a new index entry per append).
+    Index("ix_conversations_tenant_created_at", "tenant", "created_at"),
+    # Room on each page for the row's next version (HOT updates, pruned in place).
+    postgresql_with={"fillfactor": "50"},
 )
 
 events = Table(

@@ -16,18 +16,45 @@ import platformdirs
 
 from store.commands import Limits
 from store.postgres.urls import DRIVER_SCHEME, libpq_url, sqlalchemy_url
+from store.validation import DEFAULT_MAX_MESSAGES_PER_APPEND, MAX_MESSAGES_PER_APPEND
 
 __all__ = ["DRIVER_SCHEME", "Settings", "libpq_url", "sqlalchemy_url"]
 
+LOG_FORMATS = ("json", "text")
 
-def _int_env(name: str, default: int) -> int:
+
+def _int_env(name: str, default: int, unit: str, *, low: int = 0, high: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
-        raise ValueError(f"{name} must be an integer number of milliseconds, got {raw!r}") from None
+        raise ValueError(f"{name} must be an integer number of {unit}, got {raw!r}") from None
+    if value < low or (high is not None and value > high):
+        upper = f"..{high}" if high is not None else " or more"
+        raise ValueError(f"{name} must be {low}{upper} {unit}, got {value}")
+    return value
+
+
+def _float_env(name: str, default: float, unit: str) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of {unit}, got {raw!r}") from None
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"{name} must be a finite number of {unit}, 0 or more, got {raw!r}")
+    return value
+
+
+def _choice_env(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = (os.environ.get(name) or default).lower()
+    if raw not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +68,16 @@ class Settings:
     idle_in_transaction_timeout_ms: int = 60_000
     data_dir: Path
     max_message_chars: int = 1_000_000
+    max_messages_per_append: int = DEFAULT_MAX_MESSAGES_PER_APPEND
+    # The HTTP server: a larger request body is refused (413) before it is read.
+    max_body_bytes: int = 32 * 1024 * 1024
+    # Start-up: how long to wait for the database to accept connections
+    # (backing off between tries) before giving up with one line on stderr.
+    db_wait_s: float = 30.0
+    # Shut-down: how long in-flight requests may take to finish.
+    shutdown_timeout_s: float = 10.0
+    log_format: str = "json"
+    log_level: str = "INFO"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -48,11 +85,27 @@ class Settings:
         data_dir = os.environ.get("CONVO_DATA_DIR") or platformdirs.user_data_dir("convo-store")
         return cls(
             database_url=sqlalchemy_url(url) if url else None,
-            statement_timeout_ms=_int_env("CONVO_STATEMENT_TIMEOUT_MS", 30_000),
-            lock_timeout_ms=_int_env("CONVO_LOCK_TIMEOUT_MS", 5_000),
-            idle_in_transaction_timeout_ms=_int_env("CONVO_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60_000),
+            statement_timeout_ms=_int_env("CONVO_STATEMENT_TIMEOUT_MS", 30_000, "milliseconds"),
+            lock_timeout_ms=_int_env("CONVO_LOCK_TIMEOUT_MS", 5_000, "milliseconds"),
+            idle_in_transaction_timeout_ms=_int_env(
+                "CONVO_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60_000, "milliseconds"
+            ),
             data_dir=Path(data_dir),
-            max_message_chars=_int_env("CONVO_MAX_MESSAGE_CHARS", 1_000_000),
+            max_message_chars=_int_env("CONVO_MAX_MESSAGE_CHARS", 1_000_000, "characters", low=1),
+            max_messages_per_append=_int_env(
+                "CONVO_MAX_MESSAGES_PER_APPEND",
+                DEFAULT_MAX_MESSAGES_PER_APPEND,
+                "messages",
+                low=1,
+                high=MAX_MESSAGES_PER_APPEND,
+            ),
+            max_body_bytes=_int_env("CONVO_MAX_BODY_BYTES", 32 * 1024 * 1024, "bytes", low=1),
+            db_wait_s=_float_env("CONVO_DB_WAIT_S", 30.0, "seconds"),
+            shutdown_timeout_s=_float_env("CONVO_SHUTDOWN_TIMEOUT_S", 10.0, "seconds"),
+            log_format=_choice_env("CONVO_LOG_FORMAT", "json", LOG_FORMATS),
+            log_level=_choice_env(
+                "CONVO_LOG_LEVEL", "info", ("debug", "info", "warning", "error")
+            ).upper(),
         )
 
     def connection_options(self) -> str:
@@ -68,4 +121,7 @@ class Settings:
 
 def limits_from_settings(settings: Settings) -> Limits:
     """The limits commands enforce, as `settings` set them."""
-    return Limits(max_message_chars=settings.max_message_chars)
+    return Limits(
+        max_message_chars=settings.max_message_chars,
+        max_messages_per_append=settings.max_messages_per_append,
+    )

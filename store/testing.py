@@ -699,6 +699,9 @@ class MemoryStorage:
             stream.next_seq, stream.current_batch, stream.archived_at = 1, 1, None
             yield _RebuildSession(self._tables, conversation_id)
 
+    async def ping(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

@@ -9,7 +9,7 @@ files; plug in a real tokenizer by passing any `TokenCounter`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from store.messages import ImagePart, Message
 
@@ -18,6 +18,9 @@ TokenCounter = Callable[[str], int]
 MESSAGE_OVERHEAD = 3
 IMAGE_TOKENS = 85  # a low-detail image in OpenAI's accounting
 
+# json.dumps(..., sort_keys=True) without building a new encoder at every call.
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
+
 
 def approximate_tokens(text: str) -> int:
     """About four characters a token, rounded up."""
@@ -25,11 +28,42 @@ def approximate_tokens(text: str) -> int:
 
 
 def estimate_message_tokens(message: Message, count: TokenCounter = approximate_tokens) -> int:
-    total = MESSAGE_OVERHEAD + count(message.text)
-    if not isinstance(message.content, str):
-        total += IMAGE_TOKENS * sum(isinstance(p, ImagePart) for p in message.content)
+    content = message.content
+    if isinstance(content, str):
+        total = MESSAGE_OVERHEAD + count(content)
+    else:
+        total = MESSAGE_OVERHEAD + count(message.text)
+        total += IMAGE_TOKENS * sum(isinstance(p, ImagePart) for p in content)
     for call in message.tool_calls:
-        total += count(call.name) + count(json.dumps(call.arguments, sort_keys=True))
+        total += count(call.name) + count(_sorted_json(call.arguments))
     for block in message.reasoning:
         total += count(block.text or "")
     return total
+
+
+def _approximate_message_tokens(message: Message) -> int:
+    """`estimate_message_tokens(message, approximate_tokens)`, the counter inlined."""
+    content = message.content
+    if content.__class__ is not str:
+        return estimate_message_tokens(message)
+    total = MESSAGE_OVERHEAD + (len(content) + 3) // 4
+    for call in message.tool_calls:
+        total += (len(call.name) + 3) // 4 + (len(_sorted_json(call.arguments)) + 3) // 4
+    for block in message.reasoning:
+        total += (len(block.text or "") + 3) // 4
+    return total
+
+
+def estimate_messages_tokens(
+    messages: Iterable[Message], count: TokenCounter = approximate_tokens
+) -> list[int]:
+    """`estimate_message_tokens` of each message, in order (the default counter's
+    arithmetic done inline)."""
+    if count is not approximate_tokens:
+        return [estimate_message_tokens(m, count) for m in messages]
+    return [
+        MESSAGE_OVERHEAD + (len(content) + 3) // 4
+        if (content := m.content).__class__ is str and not m.tool_calls and not m.reasoning
+        else _approximate_message_tokens(m)
+        for m in messages
+    ]

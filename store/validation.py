@@ -3,9 +3,12 @@
 `store.messages` checks what one message can check alone. Here: does the
 call a tool message answers exist in that agent's thread, and is it still
 unanswered; are new tool call ids unique in the conversation; is the
-content within the size limit. Errors name the message (its index in the
-append, its client id) and the problem; raising here means nothing of the
-append is stored.
+content within the size limit; does the append hold no more messages than
+allowed. Errors name the message (its index in the append, its client id)
+and the problem; raising here means nothing of the append is stored.
+
+Context slots are checked here too (`check_slot`): the agent id, the slot
+name and the text, by the rules of `store.inputs`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from store.errors import InvalidMessage
+from store.errors import InvalidMessage, InvalidOperation
+from store.inputs import (
+    MAX_AGENT_ID_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_TODO_ITEMS,
+    identifier_problem,
+    slot_name_problem,
+    text_problem,
+)
 from store.messages import Message
+
+DEFAULT_MAX_MESSAGES_PER_APPEND = 1_000
+# What `CONVO_MAX_MESSAGES_PER_APPEND` may be set to at most; the HTTP API
+# refuses a longer list before it parses a single message.
+MAX_MESSAGES_PER_APPEND = 10_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +61,32 @@ def call_ids_involved(messages: Sequence[Message]) -> set[str]:
     ids = {c.id for m in messages for c in m.tool_calls}
     ids.update(m.tool_call_id for m in messages if m.tool_call_id is not None)
     return ids
+
+
+def check_append_size(count: int, limit: int) -> None:
+    """Refuse an append of more than `limit` messages, before any is looked at."""
+    if count > limit:
+        raise InvalidMessage(f"messages: {count} in one append, over the limit of {limit}")
+
+
+def check_slot(agent_id: str, slot: str, value: Any) -> None:
+    """Refuse a slot update whose agent id, slot name or text breaks a rule
+    (todo items are `TodoItem`s, which check themselves)."""
+    if problem := identifier_problem(agent_id, MAX_AGENT_ID_CHARS):
+        raise InvalidOperation(f"agent_id: {problem}")
+    if problem := slot_name_problem(slot):
+        raise InvalidOperation(problem)
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT_CHARS:
+            raise InvalidOperation(
+                f"slot {slot}: {len(value)} characters, over the limit of {MAX_TEXT_CHARS}"
+            )
+        if problem := text_problem(value):
+            raise InvalidOperation(f"slot {slot}: the value {problem}")
+    elif isinstance(value, Sequence) and len(value) > MAX_TODO_ITEMS:
+        raise InvalidOperation(
+            f"slot {slot}: {len(value)} items, over the limit of {MAX_TODO_ITEMS}"
+        )
 
 
 def content_chars(message: Message) -> int:

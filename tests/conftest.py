@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+import hypothesis
 import psycopg
 import pytest
 import pytest_asyncio
@@ -32,6 +33,13 @@ from store.db import make_async_engine, make_sync_engine
 from store.settings import Settings, libpq_url, sqlalchemy_url
 
 TEMPLATE_PREFIX = "convo_test_template"
+
+# Timing is no property: on a loaded 2-core CI machine an example may take
+# longer than hypothesis' default 200 ms deadline without anything being wrong.
+hypothesis.settings.register_profile(
+    "convo", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("convo")
 
 
 def _docker_answers() -> bool:

@@ -11,7 +11,11 @@ columns. Events are keyed by stream; the views' head moves into the stream row.
   `role`, `agent_id` and their index; `tool_calls` loses `arguments` (they
   stay in the assistant message's event); two analyst indexes on `messages`
   that nothing read go.
-- `conversation_heads` becomes `conversations.next_seq` / `current_batch`.
+- only inserted messages' sort keys are indexed (an ordinary message's key
+  is its seq); `conversations` is indexed by created time, not by the
+  updated time every append changes, and keeps room for HOT updates.
+- `conversation_heads` becomes `conversations.next_seq` / `current_batch`, and
+  each role's message count joins them (`role_counts`).
 
 Existing data is kept: every dropped value is in the events already. The
 space of dropped columns is reclaimed by the next table rewrite (`VACUUM
@@ -36,9 +40,17 @@ depends_on: str | Sequence[str] | None = None
 UPGRADE = [
     # The views' head moves into the stream row.
     "ALTER TABLE conversations ADD COLUMN next_seq bigint NOT NULL DEFAULT 1,"
-    " ADD COLUMN current_batch integer NOT NULL DEFAULT 1",
+    " ADD COLUMN current_batch integer NOT NULL DEFAULT 1,"
+    " ADD COLUMN role_counts bigint[] NOT NULL DEFAULT '{0,0,0,0}'::bigint[]",
     "UPDATE conversations AS c SET next_seq = h.next_seq, current_batch = h.current_batch"
     " FROM conversation_heads AS h WHERE h.conversation_id = c.id",
+    "UPDATE conversations AS c SET role_counts = ARRAY["
+    + ", ".join(
+        "(SELECT coalesce(max(ordinal), 0) FROM message_role_index AS i"
+        f" WHERE i.conversation_id = c.id AND i.role = '{role}')"
+        for role in ("system", "user", "assistant", "tool")
+    )
+    + "]",
     "DROP TABLE conversation_heads",
     # Events keyed by stream.
     "ALTER TABLE events DROP CONSTRAINT uq_events_client_id",
@@ -52,6 +64,12 @@ UPGRADE = [
     " SELECT conversation_id, (data ->> 'seq')::bigint AS seq, max(version) AS version"
     " FROM events WHERE type = 'message_edited' GROUP BY 1, 2"
     ") AS e WHERE e.conversation_id = m.conversation_id AND e.seq = m.seq",
+    "DROP INDEX uq_messages_sort_key",
+    "CREATE INDEX ix_messages_inserted_sort_key ON messages (conversation_id, sort_key)"
+    " WHERE sort_key <> seq",
+    "DROP INDEX ix_conversations_tenant_updated_at",
+    "CREATE INDEX ix_conversations_tenant_created_at ON conversations (tenant, created_at)",
+    "ALTER TABLE conversations SET (fillfactor = 50)",
     "DROP INDEX ix_messages_conversation_id_agent_id_seq",
     "DROP INDEX ix_messages_role_recorded_at",
     "ALTER TABLE messages DROP COLUMN body, DROP COLUMN text, DROP COLUMN tool_names,"
@@ -110,6 +128,11 @@ DOWNGRADE = [
     "CREATE INDEX ix_messages_conversation_id_agent_id_seq ON messages"
     " (conversation_id, agent_id, seq)",
     "CREATE INDEX ix_messages_role_recorded_at ON messages (role, recorded_at)",
+    "DROP INDEX ix_messages_inserted_sort_key",
+    "CREATE UNIQUE INDEX uq_messages_sort_key ON messages (conversation_id, sort_key)",
+    "DROP INDEX ix_conversations_tenant_created_at",
+    "CREATE INDEX ix_conversations_tenant_updated_at ON conversations (tenant, updated_at)",
+    "ALTER TABLE conversations RESET (fillfactor)",
     "ALTER TABLE events DROP CONSTRAINT pk_events",
     "ALTER TABLE events ADD CONSTRAINT pk_events PRIMARY KEY (position)",
     "ALTER TABLE events ADD CONSTRAINT uq_events_stream_version UNIQUE (conversation_id, version)",
@@ -126,7 +149,8 @@ DOWNGRADE = [
     "INSERT INTO conversation_heads"
     " SELECT id, tenant, next_seq, current_batch, archived_at IS NOT NULL, created_at, metadata"
     " FROM conversations WHERE version > 0 AND deleted_at IS NULL",
-    "ALTER TABLE conversations DROP COLUMN next_seq, DROP COLUMN current_batch",
+    "ALTER TABLE conversations DROP COLUMN next_seq, DROP COLUMN current_batch,"
+    " DROP COLUMN role_counts",
 ]
 
 

@@ -33,7 +33,7 @@ from store.assembler.special_block import SPECIAL_SLOT, special_block
 from store.assembler.system_prompt import choose_system_prompt
 from store.context import AgentProfile, ContextSlots
 from store.messages import Message
-from store.tokens import estimate_message_tokens
+from store.tokens import estimate_messages_tokens
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,21 +89,28 @@ def assemble(
         else None
     )
 
-    window = [m for m in messages if m.agent_id == profile.agent_id]
+    agent_id = profile.agent_id
+    window = [m for m in messages if m.agent_id == agent_id]
     history, repairs = normalise_window(window, repair=options.repair)
     block = special_block(choice.role_definition, slots, agent_id=profile.agent_id)
 
+    # Token estimates are computed once per message and shared by the budget,
+    # the stable prefix and the diagnostics.
+    fixed = sum(estimate_messages_tokens([*([system] if system else []), *block], count))
+    costs: list[int] | None = None
     trim: BudgetTrim | None = None
     if options.token_budget is not None:
-        fixed = sum(
-            estimate_message_tokens(m, count) for m in [*block, *([system] if system else [])]
-        )
+        costs = estimate_messages_tokens(history, count)
         history, trim = trim_to_budget(
-            history, fixed_tokens=fixed, budget=options.token_budget, count=count
+            history, fixed_tokens=fixed, budget=options.token_budget, count=count, costs=costs
         )
+        costs = costs[trim.dropped_messages :]
     if options.reminder_style is ReminderStyle.INLINE:
         history, folded = inline_reminders(history)
         repairs.extend(folded)
+        costs = None  # a user message may have changed
+    if costs is None:
+        costs = estimate_messages_tokens(history, count)
 
     at = special_block_index(history, policy=options.policy, n=options.effective_n)
     placed = [*history[:at], *block, *history[at:]]
@@ -113,6 +120,7 @@ def assemble(
         system_prompt=choice.text,
         prefix=history[:at] if block else history,
         count=count,
+        costs=costs[:at] if block else costs,
     )
 
     to_render = placed
@@ -138,7 +146,7 @@ def assemble(
             distance_from_end=len(history) - at if block else None,
         ),
         repairs=all_repairs,
-        token_estimate=sum(estimate_message_tokens(m, count) for m in neutral),
+        token_estimate=fixed + sum(costs),
         message_count=len(neutral),
         stable_prefix=prefix,
         cache_breakpoints=rendered.cache_breakpoints,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from store.assembler.diagnostics import BudgetTrim
 from store.assembler.tool_blocks import units
 from store.messages import Message
-from store.tokens import TokenCounter, estimate_message_tokens
+from store.tokens import TokenCounter, estimate_messages_tokens
 
 
 def trim_to_budget(
@@ -23,8 +23,11 @@ def trim_to_budget(
     fixed_tokens: int,
     budget: int,
     count: TokenCounter,
+    costs: Sequence[int] | None = None,
 ) -> tuple[list[Message], BudgetTrim]:
-    costs = [estimate_message_tokens(message, count) for message in history]
+    """`costs`: each message's token estimate, when the caller already has them."""
+    if costs is None:
+        costs = estimate_messages_tokens(history, count)
     total = fixed_tokens + sum(costs)
     spans = units(history)
     keep_from = 0

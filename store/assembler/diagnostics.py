@@ -52,7 +52,7 @@ class SpecialBlockPlacement(_Value):
 class StablePrefix(_Value):
     """Everything before the special block: what a prefix cache can reuse."""
 
-    fingerprint: str  # sha256 of the deterministic JSON of the prefix
+    fingerprint: str  # sha256 of the prefix as the provider sees it (see `fingerprint`)
     tokens: int
     message_count: int
 

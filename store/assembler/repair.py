@@ -66,18 +66,31 @@ def _drop_empty_text(message: Message, index: int, repairs: list[Repair]) -> Mes
     return message.model_copy(update={"content": kept if kept else ""})
 
 
+# How far past a call its results are looked for before the search is narrowed
+# to the calls some later result can still answer.
+_NEARBY = 8
+
+
+def _last_result_positions(messages: Sequence[Message]) -> dict[str | None, int]:
+    return {m.tool_call_id: j for j, m in enumerate(messages) if m.role == "tool"}
+
+
 def normalise_window(
     messages: Sequence[Message], *, repair: bool
 ) -> tuple[list[Message], list[Repair]]:
     """Contiguous tool blocks (+ repairs when asked); returns the new list and repairs."""
     repairs: list[Repair] = []
     out: list[Message] = []
-    consumed: set[int] = set()
+    append = out.append
+    consumed: set[int] = set()  # results already placed after their call
     answered: set[str] = set()
+    last_result_at: dict[str | None, int] | None = None
+    size = len(messages)
     for i, message in enumerate(messages):
-        if i in consumed:
-            continue
-        if message.role == "tool":
+        role = message.role
+        if role == "tool":
+            if i in consumed:
+                continue
             call_id = message.tool_call_id or ""
             kind = (
                 RepairKind.DROPPED_DUPLICATE_TOOL_RESULT
@@ -89,28 +102,45 @@ def normalise_window(
                     Repair(kind=kind, detail=f"tool result for {call_id!r}", message_index=i)
                 )
                 continue
-            out.append(_text_only_result(message, i, repairs))
+            append(_text_only_result(message, i, repairs))
             continue
-        out.append(_drop_empty_text(message, i, repairs) if repair else message)
-        if message.role != "assistant" or not message.tool_calls:
+        if repair and not isinstance(message.content, str):
+            append(_drop_empty_text(message, i, repairs))
+        else:
+            append(message)
+        if role != "assistant" or not message.tool_calls:
             continue
-        waiting = {call.id for call in message.tool_calls}
+        ids = {call.id for call in message.tool_calls}
+        waiting = set(ids)
+        # The calls still looked for: once the search goes past the call's
+        # neighbourhood, only those a later result answers (without this, every
+        # unanswered call would search to the end of the window).
+        findable = waiting
         skipped: list[int] = []
         last_result = i
-        for j in range(i + 1, len(messages)):
-            if not waiting:
+        for j in range(i + 1, size):
+            if j == i + _NEARBY and findable:
+                if last_result_at is None:
+                    last_result_at = _last_result_positions(messages)
+                findable = {c for c in findable if last_result_at.get(c, -1) >= j}
+            if not findable:
                 break
             later = messages[j]
             if j in consumed:
                 continue
-            if later.role == "tool" and later.tool_call_id in waiting:
+            if later.role == "tool" and later.tool_call_id in findable:
                 waiting.discard(later.tool_call_id)
+                findable.discard(later.tool_call_id)
                 consumed.add(j)
                 last_result = j
-                out.append(_text_only_result(later, j, repairs))
+                append(
+                    later
+                    if later.content.__class__ is str
+                    else _text_only_result(later, j, repairs)
+                )
             else:
                 skipped.append(j)
-        moved = sum(j < last_result for j in skipped)
+        moved = sum(j < last_result for j in skipped) if skipped else 0
         if moved:
             repairs.append(
                 Repair(
@@ -119,11 +149,11 @@ def normalise_window(
                     message_index=i,
                 )
             )
-        answered.update(call.id for call in message.tool_calls)
-        if repair:
+        answered |= ids
+        if repair and waiting:
             for call in message.tool_calls:
                 if call.id in waiting:
-                    out.append(placeholder_result(call.id, message.agent_id))
+                    append(placeholder_result(call.id, message.agent_id))
                     repairs.append(
                         Repair(
                             kind=RepairKind.SYNTHESIZED_TOOL_RESULT,

@@ -147,7 +147,6 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "pk_append_requests": _key_raced,
         # store.projections.tables: maintained under the row lock
         "pk_messages": _bug,
-        "uq_messages_sort_key": _bug,
         "uq_messages_client_message_id": _client_id_reused,
         "ck_messages_role_known": _bug,
         "pk_message_role_index": _bug,
@@ -165,10 +164,16 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "uq_events_stream_version": _lost_race,
         "uq_events_client_id": _client_id_reused,
         "pk_conversation_heads": _bug,
+        "uq_messages_sort_key": _bug,
     }
 )
 RETIRED_CONSTRAINTS: Final = frozenset(
-    {"uq_events_stream_version", "uq_events_client_id", "pk_conversation_heads"}
+    {
+        "uq_events_stream_version",
+        "uq_events_client_id",
+        "pk_conversation_heads",
+        "uq_messages_sort_key",
+    }
 )
 
 # Retrying helps: another transaction was in the way.

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from functools import cache
 
-from store.messages import ROLES
-
 # --- the stream row -------------------------------------------------------------
 
 # The stream row, not an event: DO NOTHING here only means "it exists".
@@ -28,20 +26,14 @@ CREATE_STREAM = (
 
 # Locks the stream row for this transaction (writers of one conversation
 # queue here; other conversations are not touched) and returns what every
-# decision starts from: the version, the views' head, the transaction's time.
+# decision starts from: the version, the views' head (next seq, current
+# batch, each role's message count), the transaction's time. A statement
+# that waited for the lock re-reads the locked row, so all of it is as the
+# previous writer committed it.
 LOCK_STREAM = (
     "SELECT tenant, version, deleted_at IS NOT NULL, archived_at IS NOT NULL,"
-    " next_seq, current_batch, now() FROM conversations WHERE id = %(cid)s FOR UPDATE"
-)
-
-# Each role's message count (its highest ordinal: dense from 1). A statement
-# of its own, after the lock: a statement that waited for the lock re-reads
-# the locked row, but its subqueries would still see the snapshot taken
-# before the wait, i.e. counts from before the previous writer committed.
-ROLE_COUNTS = "SELECT " + ", ".join(
-    "(SELECT coalesce(max(ordinal), 0) FROM message_role_index"
-    f" WHERE conversation_id = %(cid)s AND role = '{role}')"
-    for role in ROLES
+    " next_seq, current_batch, role_counts, now()"
+    " FROM conversations WHERE id = %(cid)s FOR UPDATE"
 )
 
 CONVERSATION = (
@@ -112,9 +104,8 @@ ROLE_RANGE = (
     " AND i.ordinal BETWEEN %(first)s AND %(last)s ORDER BY i.ordinal"
 )
 
-# Ordinals are dense from 1, so a role's count is its highest ordinal: one
-# backward index step per role partition, all in one statement.
-COUNT_IN_HISTORY = ROLE_COUNTS
+# Each role's count is kept in the stream row (`role_counts`, in ROLES order).
+COUNT_IN_HISTORY = "SELECT role_counts FROM conversations WHERE id = %(cid)s"
 
 COUNT_IN_WINDOW = (
     "SELECT m.role, count(*) FROM batch_members AS b"
@@ -164,11 +155,22 @@ ASSEMBLY_WINDOW = (
     " AND m.agent_id = %(agent)s ORDER BY b.sort_key"
 )
 
+# The nearest sort keys around `key`: the nearest ordinary message (its key
+# is its seq: the primary key) or inserted one (the partial index), whichever
+# is nearer.
 KEY_AFTER = (
-    "SELECT min(sort_key) FROM messages WHERE conversation_id = %(cid)s AND sort_key > %(key)s"
+    "SELECT least("
+    "(SELECT min(sort_key) FROM messages"
+    "  WHERE conversation_id = %(cid)s AND sort_key > %(key)s AND sort_key <> seq),"
+    "(SELECT seq FROM messages WHERE conversation_id = %(cid)s AND seq > %(key)s"
+    "  AND sort_key = seq ORDER BY seq LIMIT 1))"
 )
 KEY_BEFORE = (
-    "SELECT max(sort_key) FROM messages WHERE conversation_id = %(cid)s AND sort_key < %(key)s"
+    "SELECT greatest("
+    "(SELECT max(sort_key) FROM messages"
+    "  WHERE conversation_id = %(cid)s AND sort_key < %(key)s AND sort_key <> seq),"
+    "(SELECT seq FROM messages WHERE conversation_id = %(cid)s AND seq < %(key)s"
+    "  AND sort_key = seq ORDER BY seq DESC LIMIT 1))"
 )
 
 # --- tool calls, batches, agents ----------------------------------------------------
@@ -220,53 +222,67 @@ REQUEST = (
 
 # --- writing ---------------------------------------------------------------------------
 
+# Rows travel as one JSON array per table (`jsonb_to_recordset`): a handful
+# of parameters whatever the append holds, and JSON is what Python encodes
+# fastest (a dozen typed arrays cost more to adapt than the rest of an append).
+_EVENT_ROWS = "jsonb_to_recordset(%(events)s::jsonb) AS x(version bigint, type text, data jsonb)"
+_MESSAGE_ROWS = (
+    "jsonb_to_recordset(%(messages)s::jsonb) AS x(seq bigint, event_version bigint,"
+    " role_ordinal bigint, batch int, token_estimate int, is_error bool, sort_key numeric,"
+    " role text, agent_id text, kind text, tool_call_id text, client_message_id text)"
+)
+_CALL_ROWS = (
+    "jsonb_to_recordset(%(calls)s::jsonb) AS x(call_id text, agent_id text, tool_name text,"
+    " assistant_seq bigint, result_seq bigint, is_error bool)"
+)
+_ANSWER_ROWS = (
+    "jsonb_to_recordset(%(answers)s::jsonb) AS x(call_id text, result_seq bigint, is_error bool)"
+)
+
 INSERT_EVENTS = (
     "INSERT INTO events (conversation_id, version, type, data)"
-    " SELECT %(cid)s, x.version, x.type, x.data::jsonb"
-    " FROM unnest(%(ev_version)s::bigint[], %(ev_type)s::text[], %(ev_data)s::text[])"
-    " AS x(version, type, data)"
+    f" SELECT %(cid)s, x.version, x.type, x.data FROM {_EVENT_ROWS}"
 )
 
 INSERT_MESSAGES = (
     "INSERT INTO messages (conversation_id, seq, event_version, role_ordinal, batch,"
     " token_estimate, is_error, sort_key, role, agent_id, kind, tool_call_id, client_message_id)"
-    " SELECT %(cid)s, x.* FROM unnest(%(m_seq)s::bigint[], %(m_version)s::bigint[],"
-    " %(m_ordinal)s::bigint[], %(m_batch)s::int[], %(m_tokens)s::int[], %(m_error)s::bool[],"
-    " %(m_key)s::numeric[], %(m_role)s::text[], %(m_agent)s::text[], %(m_kind)s::text[],"
-    " %(m_answers)s::text[], %(m_client)s::text[]) AS x"
+    " SELECT %(cid)s, x.seq, x.event_version, x.role_ordinal, x.batch, x.token_estimate,"
+    " x.is_error, x.sort_key, x.role, x.agent_id, x.kind, x.tool_call_id, x.client_message_id"
+    f" FROM {_MESSAGE_ROWS}"
 )
 
 INSERT_ROLE_INDEX = (
     "INSERT INTO message_role_index (conversation_id, role, ordinal, seq)"
-    " SELECT %(cid)s, x.* FROM unnest(%(m_role)s::text[], %(m_ordinal)s::bigint[],"
-    " %(m_seq)s::bigint[]) AS x"
+    f" SELECT %(cid)s, x.role, x.role_ordinal, x.seq FROM {_MESSAGE_ROWS}"
 )
 
 # Every message joins the batch current when it arrives.
 INSERT_MEMBERS = (
     "INSERT INTO batch_members (conversation_id, batch, sort_key, seq)"
-    " SELECT %(cid)s, x.* FROM unnest(%(m_batch)s::int[], %(m_key)s::numeric[],"
-    " %(m_seq)s::bigint[]) AS x"
+    f" SELECT %(cid)s, x.batch, x.sort_key, x.seq FROM {_MESSAGE_ROWS}"
 )
 
 INSERT_CALLS = (
     "INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
     " result_seq, is_error, status)"
-    " SELECT %(cid)s, x.*, CASE WHEN x.result IS NULL THEN 'pending' ELSE 'complete' END"
-    " FROM unnest(%(c_id)s::text[], %(c_agent)s::text[], %(c_name)s::text[],"
-    " %(c_seq)s::bigint[], %(c_result)s::bigint[], %(c_error)s::bool[])"
-    " AS x(id, agent, name, seq, result, error)"
+    " SELECT %(cid)s, x.call_id, x.agent_id, x.tool_name, x.assistant_seq, x.result_seq,"
+    " coalesce(x.is_error, false),"
+    " CASE WHEN x.result_seq IS NULL THEN 'pending' ELSE 'complete' END"
+    f" FROM {_CALL_ROWS}"
 )
 
 ANSWER_CALLS = (
-    "UPDATE tool_calls AS t SET result_seq = x.seq, status = 'complete', is_error = x.error"
-    " FROM unnest(%(a_id)s::text[], %(a_seq)s::bigint[], %(a_error)s::bool[]) AS x(id, seq, error)"
-    " WHERE t.conversation_id = %(cid)s AND t.call_id = x.id"
+    "UPDATE tool_calls AS t SET result_seq = x.result_seq, status = 'complete',"
+    f" is_error = x.is_error FROM {_ANSWER_ROWS}"
+    " WHERE t.conversation_id = %(cid)s AND t.call_id = x.call_id"
 )
 
 HEAD_UPDATE = (
     "UPDATE conversations SET version = %(version)s, next_seq = %(next_seq)s,"
-    " current_batch = %(current_batch)s, updated_at = now() WHERE id = %(cid)s"
+    " current_batch = %(current_batch)s, role_counts = %(role_counts)s::bigint[],"
+    " updated_at = now()"
+    " WHERE id = %(cid)s"
 )
 
 REQUEST_INSERT = (
@@ -284,7 +300,9 @@ def append_cte(*, with_messages: bool, calls: bool, answers: bool, request: bool
 
     Data-modifying CTEs all run to completion whether or not the outer query
     reads them, in one statement: one Bind/Execute on the wire instead of
-    seven, with one plan cached per shape (at most 16 shapes).
+    seven, with one plan cached per shape (at most 16 shapes). They cannot
+    see each other's rows, which is why a call answered in the same append
+    is inserted answered (`store.projections.projector.AppendMessages`).
     """
     parts = [("ev", INSERT_EVENTS)]
     if with_messages:
@@ -369,8 +387,8 @@ VIEW_TABLES = (
 )
 DELETE_VIEWS = tuple(f"DELETE FROM {t} WHERE conversation_id = %(cid)s" for t in VIEW_TABLES)
 RESET_HEAD = (
-    "UPDATE conversations SET next_seq = 1, current_batch = 1, archived_at = NULL"
-    " WHERE id = %(cid)s"
+    "UPDATE conversations SET next_seq = 1, current_batch = 1, role_counts = '{0,0,0,0}',"
+    " archived_at = NULL WHERE id = %(cid)s"
 )
 
 PURGE = (

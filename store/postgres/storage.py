@@ -168,47 +168,35 @@ async def _rollback(conn: AsyncConnection[Any], error: BaseException) -> None:
 # --- writing --------------------------------------------------------------------
 
 
+def _rows_json(rows: list[dict[str, Any]]) -> str:
+    # Decimal sort keys go as strings: PostgreSQL reads them into numeric exactly.
+    return orjson.dumps(rows, default=str).decode()
+
+
 def _events_params(write: Write) -> dict[str, Any]:
     return {
-        "ev_version": [e.version for e in write.events],
-        "ev_type": [e.type for e in write.events],
-        "ev_data": [_json(e.data) for e in write.events],
+        "events": _rows_json(
+            [{"version": e.version, "type": e.type, "data": e.data} for e in write.events]
+        )
     }
 
 
 def _append_params(step: AppendMessages) -> dict[str, Any]:
-    rows = step.messages
     return {
-        "m_seq": [r.seq for r in rows],
-        "m_version": [r.event_version for r in rows],
-        "m_ordinal": [r.role_ordinal for r in rows],
-        "m_batch": [r.batch for r in rows],
-        "m_tokens": [r.token_estimate for r in rows],
-        "m_error": [r.is_error for r in rows],
-        "m_key": [r.sort_key for r in rows],
-        "m_role": [r.role for r in rows],
-        "m_agent": [r.agent_id for r in rows],
-        "m_kind": [r.kind for r in rows],
-        "m_answers": [r.tool_call_id for r in rows],
-        "m_client": [r.client_message_id for r in rows],
-        "c_id": [c.call_id for c in step.calls],
-        "c_agent": [c.agent_id for c in step.calls],
-        "c_name": [c.tool_name for c in step.calls],
-        "c_seq": [c.assistant_seq for c in step.calls],
-        "c_result": [c.result_seq for c in step.calls],
-        "c_error": [c.is_error for c in step.calls],
-        "a_id": [a.call_id for a in step.answered],
-        "a_seq": [a.result_seq for a in step.answered],
-        "a_error": [a.is_error for a in step.answered],
+        "messages": _rows_json([r.__dict__ for r in step.messages]),
+        "calls": _rows_json([c.__dict__ for c in step.calls]),
+        "answers": _rows_json([a.__dict__ for a in step.answered]),
     }
 
 
 def _head_params(cid: uuid.UUID, version: int, head: ViewHead) -> dict[str, Any]:
+    counts = head.role_counts
     return {
         "cid": cid,
         "version": version,
         "next_seq": head.next_seq,
         "current_batch": head.current_batch,
+        "role_counts": "{" + ",".join(str(counts[role]) for role in ROLES) + "}",
     }
 
 
@@ -346,7 +334,6 @@ class _WriteSession:
         if create:
             await conn.execute(sql.CREATE_STREAM, self._params(tenant=tenant))
         lock = await conn.execute(sql.LOCK_STREAM, self._params())
-        counts = await conn.execute(sql.ROLE_COUNTS, self._params())
         calls = clients = request = None
         if lookups.call_ids:
             calls = await conn.execute(sql.CALL_STATES, self._params(ids=sorted(lookups.call_ids)))
@@ -358,10 +345,8 @@ class _WriteSession:
             request = await conn.execute(sql.REQUEST, self._params(key=key))
         await self.pipeline.sync()
         row = await lock.fetchone()
-        role_counts = await counts.fetchone()
         if row is not None:
-            assert role_counts is not None
-            tenant_, version, deleted, archived, next_seq, batch, now = row
+            tenant_, version, deleted, archived, next_seq, batch, role_counts, now = row
             self._stream = StreamRow(
                 tenant=tenant_,
                 version=version,
@@ -554,6 +539,15 @@ class PostgresStorage:
     async def close(self) -> None:
         await self.pool.close()
 
+    async def ping(self) -> None:
+        """One trivial query: does the database answer? (`/ready`)"""
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute("SELECT 1")
+        except Exception as error:
+            _raise_ours(error, None)
+            raise
+
     # --- writes ------------------------------------------------------------------
 
     @asynccontextmanager
@@ -690,7 +684,7 @@ class PostgresStorage:
         _, (rows,) = await self._read(
             conversation_id, tenant, (sql.COUNT_IN_HISTORY, {"cid": conversation_id})
         )
-        return {role: int(n) for role, n in zip(ROLES, rows[0], strict=True)}
+        return {role: int(n) for role, n in zip(ROLES, rows[0][0], strict=True)}
 
     async def history(
         self, conversation_id: uuid.UUID, tenant: str, page: HistoryPage

@@ -66,9 +66,16 @@ messages = Table(
     CheckConstraint(
         "role IN ('system', 'user', 'assistant', 'tool')", name="ck_messages_role_known"
     ),
-    # Sort keys are unique in a conversation (an inserted message's key lies
-    # strictly between two existing ones), so window order is total.
-    Index("uq_messages_sort_key", "conversation_id", "sort_key", unique=True),
+    # An ordinary message's sort key is its seq (found through the primary
+    # key); only inserted messages, whose keys lie strictly between two
+    # neighbours, are indexed by key: `insert` looks its neighbours up here.
+    # Keys are unique by construction: they are chosen under the stream lock.
+    Index(
+        "ix_messages_inserted_sort_key",
+        "conversation_id",
+        "sort_key",
+        postgresql_where=text("sort_key <> seq"),
+    ),
     Index(
         "uq_messages_client_message_id",
         "conversation_id",

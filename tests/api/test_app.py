@@ -29,6 +29,7 @@ ROUTES = {
     ("get", "/conversations/{conversation_id}/tool-blocks"),
     ("post", "/conversations/{conversation_id}/assemble"),
     ("get", "/health"),
+    ("get", "/ready"),
 }
 
 

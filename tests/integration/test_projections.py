@@ -6,27 +6,24 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from typing import Any
 
 import pytest
-from sqlalchemy import func, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 from typer.testing import CliRunner
 
 from store.cli import app
-from store.db import make_async_engine
 from store.demo import run_demo
 from store.errors import ConversationDeleted
-from store.log import EventLog
 from store.messages import Message, ToolCall
-from store.postgres import PostgresRepository
+from store.postgres import PostgresStorage, sql
 from store.projections.tables import PROJECTION_TABLES
 from store.rebuild import rebuild
-from store.records import FeedPosition
-from store.schema import conversations, events
+from store.repository import Repository
 from store.settings import Settings
+from tests.integration.conftest import read_feed_until
 
 
-async def _session(repo: PostgresRepository) -> uuid.UUID:
+async def _session(repo: Repository) -> uuid.UUID:
     cid = (await repo.create_conversation()).id
     await repo.append_messages(
         cid,
@@ -42,90 +39,160 @@ async def _session(repo: PostgresRepository) -> uuid.UUID:
     return cid
 
 
-async def test_each_role_has_its_own_index_table(engine: AsyncEngine) -> None:
-    cid = await _session(PostgresRepository(engine))
-    async with engine.connect() as conn:
-        counts = {
-            role: (
-                await conn.execute(
-                    text(
-                        f"SELECT array_agg(ordinal ORDER BY ordinal) FROM message_role_index_{role}"
-                        " WHERE conversation_id = :c"
-                    ),
-                    {"c": cid},
-                )
-            ).scalar_one()
-            for role in ("system", "user", "assistant", "tool")
-        }
+async def _rows(storage: PostgresStorage, statement: str, params: Any = None) -> list[Any]:
+    async with storage.pool.connection() as conn:
+        cursor = await conn.execute(statement, params)
+        return [tuple(r) for r in await cursor.fetchall()]
+
+
+async def test_each_role_has_its_own_index_table(
+    storage: PostgresStorage, repository: Repository
+) -> None:
+    cid = await _session(repository)
+    counts = {
+        role: (
+            await _rows(
+                storage,
+                f"SELECT array_agg(ordinal ORDER BY ordinal) FROM message_role_index_{role}"
+                " WHERE conversation_id = %s",
+                (cid,),
+            )
+        )[0][0]
+        for role in ("system", "user", "assistant", "tool")
+    }
     assert counts == {"system": [1], "user": [1, 2], "assistant": [1, 2], "tool": [1]}
 
 
-async def test_a_role_query_reads_only_its_partition(engine: AsyncEngine) -> None:
-    cid = await _session(PostgresRepository(engine))
-    async with engine.connect() as conn:
-        plan = "\n".join(
-            r[0]
-            for r in await conn.execute(
-                text(
-                    "EXPLAIN SELECT seq FROM message_role_index WHERE conversation_id = :c"
-                    " AND role = 'user' ORDER BY ordinal DESC LIMIT 3"
-                ),
-                {"c": cid},
-            )
+def _plan(rows: list[Any]) -> str:
+    return "\n".join(r[0] for r in rows)
+
+
+async def test_a_role_query_reads_only_its_partition(
+    storage: PostgresStorage, repository: Repository
+) -> None:
+    cid = await _session(repository)
+    plan = _plan(
+        await _rows(
+            storage,
+            "EXPLAIN SELECT seq FROM message_role_index WHERE conversation_id = %s"
+            " AND role = 'user' ORDER BY ordinal DESC LIMIT 3",
+            (cid,),
         )
+    )
     assert "message_role_index_user" in plan
     assert "message_role_index_assistant" not in plan
+    # The storage's own role reads, with the role as a parameter, too.
+    params = {"cid": cid, "role": "user", "agent": None, "n": 3, "first": 1, "last": 2}
+    for statement in (sql.RECENT_IN_HISTORY, sql.ROLE_RANGE):
+        plan = _plan(await _rows(storage, f"EXPLAIN {statement}", params))
+        assert "message_role_index_user" in plan
+        for other in ("system", "assistant", "tool"):
+            assert f"message_role_index_{other}" not in plan, (statement, plan)
 
 
-async def test_delete_purges_everything_but_a_tombstone(engine: AsyncEngine) -> None:
-    repo = PostgresRepository(engine)
-    start = await EventLog(engine).feed_head()
-    cid = await _session(repo)
-    await repo.delete(cid)
+async def test_delete_purges_everything_but_a_tombstone(
+    storage: PostgresStorage, repository: Repository
+) -> None:
+    start = await storage.feed_head()
+    cid = await _session(repository)
+    await repository.update_slot(cid, "useful_info", "x")
+    await repository.delete(cid)
 
-    async with engine.connect() as conn:
-        for table in PROJECTION_TABLES:
-            left = (
-                await conn.execute(
-                    select(func.count()).select_from(table).where(table.c.conversation_id == cid)
-                )
-            ).scalar_one()
-            assert left == 0, f"{table.name} kept rows of a deleted conversation"
-        remaining = list(
-            (
-                await conn.execute(select(events.c.type).where(events.c.conversation_id == cid))
-            ).scalars()
+    for table in PROJECTION_TABLES:
+        [(left,)] = await _rows(
+            storage,
+            f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s",
+            (cid,),
         )
-        tombstone = (
-            await conn.execute(select(conversations.c.deleted_at).where(conversations.c.id == cid))
-        ).scalar_one()
-    assert remaining == ["conversation_deleted"]
-    assert tombstone is not None
-    feed = await EventLog(engine).read_feed(start or FeedPosition.start())
-    assert [e.type for e in feed if e.conversation_id == cid] == ["conversation_deleted"]
+        assert left == 0, f"{table.name} kept rows of a deleted conversation"
+    remaining = await _rows(
+        storage, "SELECT version, type, data FROM events WHERE conversation_id = %s", (cid,)
+    )
+    [(deleted_at, metadata)] = await _rows(
+        storage, "SELECT deleted_at, metadata FROM conversations WHERE id = %s", (cid,)
+    )
+    [(requests,)] = await _rows(
+        storage, "SELECT count(*) FROM append_requests WHERE conversation_id = %s", (cid,)
+    )
+    assert remaining == [(9, "conversation_deleted", {})]  # 1 start, 6 messages, 1 slot
+    assert deleted_at is not None
+    assert metadata == {}
+    assert requests == 0
+    # Feed readers learn of the deletion, and of nothing else that was purged.
+    feed = await read_feed_until(storage, start, 1)
+    assert [(e.type, e.version) for e in feed if e.conversation_id == cid] == [
+        ("conversation_deleted", 9)
+    ]
     with pytest.raises(ConversationDeleted):
-        await repo.visible_window(cid)
+        await repository.visible_window(cid)
     with pytest.raises(ConversationDeleted):
-        await repo.append_messages(cid, [Message(role="user", content="again")])
+        await repository.append_messages(cid, [Message(role="user", content="again")])
 
 
-async def test_rebuild_of_all_conversations_restores_dropped_views(engine: AsyncEngine) -> None:
-    repo = PostgresRepository(engine)
-    first, second = await _session(repo), await _session(repo)
-    await repo.truncate(second, keep_last=2)
-    before = {cid: await repo.visible_window(cid) for cid in (first, second)}
-    async with engine.begin() as conn:
+async def test_rebuild_of_all_conversations_restores_dropped_views(
+    storage: PostgresStorage, repository: Repository
+) -> None:
+    first, second, gone = (
+        await _session(repository),
+        await _session(repository),
+        await _session(repository),
+    )
+    await repository.truncate(second, keep_last=2)
+    await repository.archive(second)
+    await repository.delete(gone)
+
+    async def state(cid: uuid.UUID) -> tuple[Any, ...]:
+        return (
+            await repository.get_conversation(cid),
+            await repository.visible_window(cid),
+            await repository.visible_window(cid, batch=1),
+            await repository.batches(cid),
+            await repository.tool_blocks(cid),
+            await repository.count_by_role(cid, scope="history"),
+        )
+
+    before = {cid: await state(cid) for cid in (first, second)}
+    async with storage.pool.connection() as conn:
         for table in PROJECTION_TABLES:
-            await conn.execute(table.delete())
-    report = await rebuild(engine)
-    assert report.conversations == 2
-    assert {cid: await repo.visible_window(cid) for cid in (first, second)} == before
+            await conn.execute(f"DELETE FROM {table.name}")
+        await conn.execute(
+            "UPDATE conversations SET next_seq = 99, current_batch = 9, archived_at = NULL"
+        )
+
+    report = await rebuild(storage)
+
+    assert report.conversations == 3
+    assert {cid: await state(cid) for cid in (first, second)} == before
+    with pytest.raises(ConversationDeleted):
+        await repository.visible_window(gone)
+    for table in PROJECTION_TABLES:
+        [(left,)] = await _rows(
+            storage,
+            f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s",
+            (gone,),
+        )
+        assert left == 0, f"rebuild gave the deleted conversation {table.name} rows"
 
 
 def test_rebuild_command(database_url: str) -> None:
     result = CliRunner().invoke(app, ["rebuild"], env={"DATABASE_URL": database_url})
     assert result.exit_code == 0, result.output
     assert "rebuilt 0 conversation(s)" in result.output
+
+
+def test_rebuild_command_rebuilds_one_conversation(database_url: str) -> None:
+    async def store_session() -> uuid.UUID:
+        storage = await PostgresStorage.connect(database_url)
+        try:
+            return await _session(Repository(storage))
+        finally:
+            await storage.close()
+
+    cid = asyncio.run(store_session())
+    env = {"DATABASE_URL": database_url}
+    result = CliRunner().invoke(app, ["rebuild", "-c", str(cid)], env=env)
+    assert result.exit_code == 0, result.output
+    assert "rebuilt 1 conversation(s) from 7 events" in result.output
 
 
 def test_rebuild_command_names_a_bad_id(database_url: str) -> None:
@@ -146,11 +213,11 @@ async def test_demo_session_runs_end_to_end(
 
 def test_assemble_command_builds_a_stored_conversations_payload(database_url: str) -> None:
     async def store_session() -> uuid.UUID:
-        engine = make_async_engine(database_url, Settings.from_env())
+        storage = await PostgresStorage.connect(database_url)
         try:
-            return await _session(PostgresRepository(engine))
+            return await _session(Repository(storage))
         finally:
-            await engine.dispose()
+            await storage.close()
 
     cid = asyncio.run(store_session())
     runner = CliRunner()

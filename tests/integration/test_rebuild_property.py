@@ -4,8 +4,9 @@ Hypothesis drives random histories through the PostgreSQL repository —
 appends (with parallel tool calls, results, reminders, sub-agent messages),
 edits, slot updates, agent configuration and every batch operation, some
 of them invalid on purpose (a refused operation must write nothing) — then
-snapshots every projection table of the conversation, rebuilds it from its
-events, and compares.
+snapshots every projection table of the conversation and the projected
+columns of its `conversations` row (the views' head, archiving, metadata),
+rebuilds it from its events, and compares.
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.context import AgentProfile, TodoItem
-from store.db import make_async_engine
 from store.errors import ConvoStoreError
 from store.messages import Message, ToolCall
-from store.postgres import PostgresRepository
+from store.postgres import PostgresStorage
 from store.projections.tables import PROJECTION_TABLES
 from store.rebuild import rebuild
+from store.repository import Repository
 from store.settings import Settings
 
 AGENTS = ("main", "main", "main", "helper")
@@ -37,7 +36,7 @@ WORDS = st.sampled_from(["alpha", "beta", "todo", "error", "fix the parser", "ok
 class Driver:
     """Keeps what the generated operations need to stay mostly valid."""
 
-    repo: PostgresRepository
+    repo: Repository
     conversation: uuid.UUID
     pending: dict[str, list[str]] = field(default_factory=dict)  # agent → open call ids
     calls: int = 0
@@ -115,6 +114,8 @@ class Driver:
             await repo.insert(cid, number % 6, [Message(role="user", content=text, agent_id=agent)])
         elif kind == "rollback":
             await repo.rollback_to_batch(cid, 1 + number % 5)
+        elif kind == "archive":
+            await repo.archive(cid)
 
 
 operations = st.lists(
@@ -140,6 +141,7 @@ operations = st.lists(
                 "start_batch",
                 "insert",
                 "rollback",
+                "archive",
             ]
         ),
         st.sampled_from(AGENTS),
@@ -151,34 +153,69 @@ operations = st.lists(
 )
 
 
+# What the projector writes into the stream's own row: its other columns
+# (version, tenant, created_at, updated_at, deleted_at) are the log's, not
+# a view's.
+PROJECTED_CONVERSATION_COLUMNS = ("next_seq", "current_batch", "archived_at", "metadata")
+SPOIL_CONVERSATION = (
+    "UPDATE conversations SET next_seq = next_seq + 100, current_batch = current_batch + 10,"
+    " archived_at = CASE WHEN archived_at IS NULL THEN now() END,"
+    """ metadata = '{"spoiled": true}' WHERE id = %s"""
+)
+
+
 async def snapshot(
-    engine: AsyncEngine, conversation: uuid.UUID
+    storage: PostgresStorage, conversation: uuid.UUID
 ) -> dict[str, list[tuple[Any, ...]]]:
     tables: dict[str, list[tuple[Any, ...]]] = {}
-    async with engine.connect() as conn:
+    async with storage.pool.connection() as conn:
         for table in PROJECTION_TABLES:
-            rows = await conn.execute(select(table).where(table.c.conversation_id == conversation))
-            tables[table.name] = sorted((tuple(r) for r in rows), key=repr)
+            columns = ", ".join(table.c.keys())
+            cursor = await conn.execute(
+                f"SELECT {columns} FROM {table.name} WHERE conversation_id = %s",
+                (conversation,),
+            )
+            tables[table.name] = sorted((tuple(r) for r in await cursor.fetchall()), key=repr)
+        cursor = await conn.execute(
+            f"SELECT {', '.join(PROJECTED_CONVERSATION_COLUMNS)} FROM conversations WHERE id = %s",
+            (conversation,),
+        )
+        tables["conversations"] = [tuple(r) for r in await cursor.fetchall()]
     return tables
 
 
 async def check_history(url: str, ops: list[tuple[Any, ...]]) -> tuple[int, int, int]:
-    engine = make_async_engine(url, Settings.from_env(), pool_size=2)
+    storage = await PostgresStorage.connect(
+        url, options=Settings.from_env().connection_options(), max_size=2
+    )
     try:
-        repo = PostgresRepository(engine)
-        conversation = (await repo.create_conversation()).id
+        repo = Repository(storage)
+        conversation = (await repo.create_conversation(metadata={"ops": len(ops)})).id
         driver = Driver(repo, conversation)
         for op in ops:
             await driver.run(op)
-        inline = await snapshot(engine, conversation)
-        report = await rebuild(engine, conversation)
-        rebuilt = await snapshot(engine, conversation)
+        inline = await snapshot(storage, conversation)
+        # Spoil the projected columns first (rebuilding empties the views'
+        # tables itself): whatever the rebuild leaves, it derived from events.
+        async with storage.pool.connection() as conn:
+            await conn.execute(SPOIL_CONVERSATION, (conversation,))
+        report = await rebuild(storage, conversation)
+        rebuilt = await snapshot(storage, conversation)
         assert report.events == (await repo.get_conversation(conversation)).version
+        assert report.conversations == 1
+        assert (
+            set(rebuilt) == set(inline) == {t.name for t in PROJECTION_TABLES} | {"conversations"}
+        )
         for name in inline:
             assert rebuilt[name] == inline[name], f"{name} differs after rebuild"
+        [(next_seq, current_batch, archived_at, metadata)] = inline["conversations"]
+        now = await repo.get_conversation(conversation)
+        assert (next_seq, current_batch) == (now.next_seq, now.current_batch)
+        assert (archived_at is not None) == now.archived
+        assert metadata == {"ops": len(ops)}
         return len(inline["messages"]), len(inline["batches"]), driver.refused
     finally:
-        await engine.dispose()
+        await storage.close()
 
 
 @settings(

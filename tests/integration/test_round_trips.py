@@ -54,11 +54,11 @@ def user(text: str, **extra: Any) -> Message:
 @pytest.mark.parametrize(
     ("shape", "statements"),
     [
-        pytest.param("plain", 5, id="one message, expected version"),
-        pytest.param("client id", 6, id="with a client message id"),
-        pytest.param("tool result", 6, id="a tool result (its call is looked up)"),
-        pytest.param("idempotency key", 6, id="with an idempotency key"),
-        pytest.param("hundred", 5, id="100 messages"),
+        pytest.param("plain", 4, id="one message, expected version"),
+        pytest.param("client id", 5, id="with a client message id"),
+        pytest.param("tool result", 5, id="a tool result (its call is looked up)"),
+        pytest.param("idempotency key", 5, id="with an idempotency key"),
+        pytest.param("hundred", 4, id="100 messages"),
     ],
 )
 async def test_an_append_is_two_round_trips(
@@ -84,7 +84,7 @@ async def test_an_append_is_two_round_trips(
             conversation.id, messages, expected_version=opened.version, idempotency_key=key
         )
 
-    # BEGIN, the lock, the role counts [, the lookup] | the write, COMMIT.
+    # BEGIN, the lock [, the lookup] | the write, COMMIT.
     assert await _wire(storage, append) == (2, statements)
 
 
@@ -101,8 +101,8 @@ async def test_a_retry_is_answered_in_one_round_trip_and_writes_nothing(
         assert again.replayed
         assert again.messages == first.messages
 
-    # BEGIN, the lock, the role counts, the client-id lookup | COMMIT.
-    assert await _wire(storage, retry) == (2, 5)
+    # BEGIN, the lock, the client-id lookup | COMMIT.
+    assert await _wire(storage, retry) == (2, 4)
 
 
 async def test_a_read_is_one_round_trip(storage: PostgresStorage) -> None:

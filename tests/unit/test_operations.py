@@ -357,15 +357,18 @@ def test_a_rollbacks_recorded_batch_is_its_source() -> None:
 counts = st.integers(min_value=0, max_value=MAX_INT)
 seqs = st.integers(min_value=1, max_value=MAX_INT)
 roles = st.sampled_from(ROLES)
-texts = st.text(min_size=1, max_size=20)
+# Text that can be stored (store.inputs: no NUL, no lone surrogate), and
+# identifiers (printable).
+texts = st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=20)
+identifiers = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=20)
 messages = st.builds(
     Message,
     role=st.sampled_from(["system", "user", "assistant"]),
     content=texts.filter(lambda t: t.strip() != ""),
     agent_id=st.sampled_from(["main", "helper"]),
     kind=st.sampled_from(list(MessageKind)),
-    client_message_id=st.none() | texts,
-    metadata=st.dictionaries(texts, st.integers() | texts, max_size=2),
+    client_message_id=st.none() | identifiers,
+    metadata=st.dictionaries(texts, st.integers(-(2**63), 2**63 - 1) | texts, max_size=2),
 )
 
 

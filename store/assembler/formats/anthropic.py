@@ -41,10 +41,11 @@ def _image(part: ImagePart) -> Block:
 
 
 def _user_blocks(message: Message) -> list[Block]:
-    if isinstance(message.content, str):
-        return [{"type": "text", "text": t} for t in text_parts(message)]
+    content = message.content
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content.strip() else []
     blocks: list[Block] = []
-    for part in message.content:
+    for part in content:
         if isinstance(part, TextPart):
             if part.text.strip():
                 blocks.append({"type": "text", "text": part.text})
@@ -55,25 +56,33 @@ def _user_blocks(message: Message) -> list[Block]:
 
 def _assistant_blocks(message: Message) -> list[Block]:
     blocks: list[Block] = []
-    for block in reasoning_for(message, "anthropic"):
-        if block.redacted and block.data:
-            blocks.append({"type": "redacted_thinking", "data": block.data})
-        elif block.text and block.signature:
-            blocks.append(
-                {"type": "thinking", "thinking": block.text, "signature": block.signature}
-            )
-    blocks.extend({"type": "text", "text": t} for t in text_parts(message))
-    blocks.extend(
-        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
-        for call in message.tool_calls
-    )
+    if message.reasoning:
+        for block in reasoning_for(message, "anthropic"):
+            if block.redacted and block.data:
+                blocks.append({"type": "redacted_thinking", "data": block.data})
+            elif block.text and block.signature:
+                blocks.append(
+                    {"type": "thinking", "thinking": block.text, "signature": block.signature}
+                )
+    content = message.content
+    if isinstance(content, str):
+        if content.strip():
+            blocks.append({"type": "text", "text": content})
+    else:
+        blocks.extend({"type": "text", "text": t} for t in text_parts(message))
+    for call in message.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        )
     return blocks
 
 
 def _tool_result(message: Message) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-    if message.text:  # an empty result omits content rather than send an empty text block
-        block["content"] = message.text
+    content = message.content
+    text = content if isinstance(content, str) else message.text
+    if text:  # an empty result omits content rather than send an empty text block
+        block["content"] = text
     if message.is_error:
         block["is_error"] = True
     return block
@@ -103,18 +112,32 @@ def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Ren
     )
     before_special: tuple[int, int] | None = None
     seen_special = False
+    add = turns.add
     for message in conversation.history:
-        if is_special(message) and not seen_special:
+        if not seen_special and is_special(message):
             seen_special = True
             before_special = turns.last_block()
-        if message.role == "assistant":
-            turns.add("assistant", _assistant_blocks(message))
-        elif message.role == "tool":
-            turns.add("user", [_tool_result(message)])
-        elif message.role == "system":
-            turns.add("user", [{"type": "text", "text": system_note_text(message)}])
+        role = message.role
+        content = message.content
+        if content.__class__ is str and role == "user":  # the common cases, inline
+            if content.strip():
+                add("user", [{"type": "text", "text": content}])
+        elif (
+            content.__class__ is str
+            and role == "assistant"
+            and not message.tool_calls
+            and not message.reasoning
+        ):
+            if content.strip():
+                add("assistant", [{"type": "text", "text": content}])
+        elif role == "assistant":
+            add("assistant", _assistant_blocks(message))
+        elif role == "tool":
+            add("user", [_tool_result(message)])
+        elif role == "system":
+            add("user", [{"type": "text", "text": system_note_text(message)}])
         else:
-            turns.add("user", _user_blocks(message))
+            add("user", _user_blocks(message))
     if not seen_special:
         before_special = turns.last_block()
     if turns.ensure_user_first({"type": "text", "text": CONTINUATION_TEXT}) and before_special:

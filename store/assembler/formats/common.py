@@ -32,10 +32,15 @@ class Rendered:
     cache_breakpoints: tuple[str, ...] = field(default=())
 
 
+# What json.dumps(..., sort_keys=True, ensure_ascii=False) does, without
+# building a new encoder at every call.
+_encode_arguments = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
 def arguments_json(arguments: dict[str, Any]) -> str:
     # Sorted keys: Postgres JSONB reorders keys, and the prefix cache needs
     # the same bytes for the same call on every build.
-    return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    return _encode_arguments(arguments)
 
 
 def image_url(part: ImagePart) -> str:

@@ -37,10 +37,11 @@ def _image(part: ImagePart) -> Block:
 
 
 def _user_parts(message: Message) -> list[Block]:
-    if isinstance(message.content, str):
-        return [{"text": t} for t in text_parts(message)]
+    content = message.content
+    if isinstance(content, str):
+        return [{"text": content}] if content.strip() else []
     parts: list[Block] = []
-    for part in message.content:
+    for part in content:
         if isinstance(part, TextPart):
             if part.text.strip():
                 parts.append({"text": part.text})
@@ -50,22 +51,32 @@ def _user_parts(message: Message) -> list[Block]:
 
 
 def _model_parts(message: Message) -> list[Block]:
-    parts: list[Block] = [{"text": t} for t in text_parts(message)]
+    content = message.content
+    if isinstance(content, str):
+        parts: list[Block] = [{"text": content}] if content.strip() else []
+    else:
+        parts = [{"text": t} for t in text_parts(message)]
     calls: list[Block] = [
         {"functionCall": {"id": call.id, "name": call.name, "args": call.arguments}}
         for call in message.tool_calls
     ]
-    signature = next((r.signature for r in reasoning_for(message, "gemini") if r.signature), None)
-    if signature is not None:
-        target = calls[0] if calls else parts[-1]
-        target["thoughtSignature"] = signature
-    return parts + calls
+    if message.reasoning:
+        signature = next(
+            (r.signature for r in reasoning_for(message, "gemini") if r.signature), None
+        )
+        if signature is not None:
+            target = calls[0] if calls else parts[-1]
+            target["thoughtSignature"] = signature
+    return parts + calls if calls else parts
 
 
 def response_object(message: Message) -> dict[str, Any]:
-    text = message.text
+    content = message.content
+    text = content if isinstance(content, str) else message.text
     if message.is_error:
         return {"error": text}
+    if text.lstrip(" \t\n\r")[:1] != "{":
+        return {"output": text}  # not a JSON object: skip the parse (and its exception)
     try:
         parsed = json.loads(text)
     except ValueError:
@@ -82,22 +93,25 @@ def render(conversation: Conversation) -> Rendered:
         is_result=lambda part: "functionResponse" in part,
     )
     names: dict[str, str] = {}
+    add = turns.add
     for message in conversation.history:
-        if message.role == "assistant":
-            names.update((call.id, call.name) for call in message.tool_calls)
-            turns.add("model", _model_parts(message))
-        elif message.role == "tool":
+        role = message.role
+        if role == "assistant":
+            for call in message.tool_calls:
+                names[call.id] = call.name
+            add("model", _model_parts(message))
+        elif role == "tool":
             call_id = message.tool_call_id or ""
             response = {
                 "id": call_id,
                 "name": names.get(call_id, "unknown"),
                 "response": response_object(message),
             }
-            turns.add("user", [{"functionResponse": response}])
-        elif message.role == "system":
-            turns.add("user", [{"text": system_note_text(message)}])
+            add("user", [{"functionResponse": response}])
+        elif role == "system":
+            add("user", [{"text": system_note_text(message)}])
         else:
-            turns.add("user", _user_parts(message))
+            add("user", _user_parts(message))
     turns.ensure_user_first({"text": CONTINUATION_TEXT})
     payload: dict[str, Any] = {}
     if conversation.system_prompt is not None:

@@ -35,10 +35,13 @@ def user_content(message: Message) -> str | list[dict[str, Any]]:
 
 
 def render_message(message: Message) -> dict[str, Any]:
-    if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-    if message.role == "assistant":
-        text = "\n".join(text_parts(message))
+    role = message.role
+    content = message.content
+    if role == "assistant":
+        if isinstance(content, str):
+            text = content if content.strip() else ""
+        else:
+            text = "\n".join(text_parts(message))
         rendered: dict[str, Any] = {"role": "assistant", "content": text or None}
         if message.tool_calls:
             rendered["tool_calls"] = [
@@ -52,14 +55,31 @@ def render_message(message: Message) -> dict[str, Any]:
         elif not text:
             rendered["content"] = ""
         return rendered
-    if message.role == "system":
-        return {"role": "system", "content": message.text}
-    return {"role": "user", "content": user_content(message)}
+    if role == "tool":
+        text = content if isinstance(content, str) else message.text
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
+    if role == "system":
+        return {"role": "system", "content": content if isinstance(content, str) else message.text}
+    return {
+        "role": "user",
+        "content": content if isinstance(content, str) else user_content(message),
+    }
 
 
 def render(conversation: Conversation) -> Rendered:
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt is not None:
         messages.append({"role": "system", "content": conversation.system_prompt})
-    messages.extend(render_message(message) for message in conversation.history)
+    append = messages.append
+    for message in conversation.history:
+        # The common cases inline: plain text from the user, or from the
+        # assistant without tool calls.
+        content = message.content
+        role = message.role
+        if content.__class__ is str and role == "user":
+            append({"role": "user", "content": content})
+        elif content.__class__ is str and role == "assistant" and not message.tool_calls:
+            append({"role": "assistant", "content": content if content.strip() else ""})
+        else:
+            append(render_message(message))
     return Rendered(payload={"messages": messages})

@@ -27,10 +27,11 @@ MID_CONVERSATION_SYSTEM_ROLE = "developer"
 
 
 def _input_content(message: Message) -> list[dict[str, Any]]:
-    if isinstance(message.content, str):
-        return [{"type": "input_text", "text": message.content}]
+    content = message.content
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
     parts: list[dict[str, Any]] = []
-    for part in message.content:
+    for part in content:
         if isinstance(part, TextPart):
             if part.text.strip():
                 parts.append({"type": "input_text", "text": part.text})
@@ -54,8 +55,12 @@ def _reasoning_items(message: Message) -> list[dict[str, Any]]:
 
 
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
-    items = _reasoning_items(message)
-    text = "\n".join(text_parts(message))
+    items = _reasoning_items(message) if message.reasoning else []
+    content = message.content
+    if isinstance(content, str):
+        text = content if content.strip() else ""
+    else:
+        text = "\n".join(text_parts(message))
     if text:
         items.append(
             {
@@ -64,37 +69,44 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
             }
         )
-    items.extend(
-        {
-            "type": "function_call",
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": arguments_json(call.arguments),
-        }
-        for call in message.tool_calls
-    )
-    if not text and not message.tool_calls:
+    elif not message.tool_calls:
         return []
+    for call in message.tool_calls:
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": arguments_json(call.arguments),
+            }
+        )
     return items
 
 
 def render_items(message: Message) -> list[dict[str, Any]]:
-    if message.role == "tool":
+    role = message.role
+    if role == "assistant":
+        return _assistant_items(message)
+    content = message.content
+    if role == "tool":
         return [
             {
                 "type": "function_call_output",
                 "call_id": message.tool_call_id,
-                "output": message.text,
+                "output": content if isinstance(content, str) else message.text,
             }
         ]
-    if message.role == "assistant":
-        return _assistant_items(message)
-    if message.role == "system":
+    if role == "system":
         return [
             {
                 "type": "message",
                 "role": MID_CONVERSATION_SYSTEM_ROLE,
-                "content": [{"type": "input_text", "text": message.text}],
+                "content": [
+                    {
+                        "type": "input_text",
+                        "text": content if isinstance(content, str) else message.text,
+                    }
+                ],
             }
         ]
     return [{"type": "message", "role": "user", "content": _input_content(message)}]
@@ -104,5 +116,21 @@ def render(conversation: Conversation) -> Rendered:
     payload: dict[str, Any] = {}
     if conversation.system_prompt is not None:
         payload["instructions"] = conversation.system_prompt
-    payload["input"] = [item for m in conversation.history for item in render_items(m)]
+    items: list[dict[str, Any]] = []
+    append = items.append
+    for message in conversation.history:
+        role = message.role
+        content = message.content
+        if role == "user" and isinstance(content, str):
+            # The common case, inline: one user message item.
+            append(
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": content}],
+                }
+            )
+        else:
+            items.extend(render_items(message))
+    payload["input"] = items
     return Rendered(payload=payload)

@@ -32,6 +32,9 @@ class Turns:
         self.turns: list[dict[str, Any]] = []
         self.other_repairs: list[Repair] = []
         self.merged: dict[int, int] = {}  # turn index -> pieces merged into it
+        # Leading (result / thinking) blocks of the last turn once a merge has
+        # ordered it; None until then.
+        self._lead: int | None = None
 
     @property
     def repairs(self) -> list[Repair]:
@@ -48,16 +51,41 @@ class Turns:
         return merges + self.other_repairs
 
     def add(self, role: str, blocks: list[Block]) -> None:
+        """Add one message's pieces; the list becomes the turn's (callers pass a
+        fresh one)."""
         if not blocks:
             return
-        if not self.turns or self.turns[-1]["role"] != role:
-            self.turns.append({"role": role, self.content_key: list(blocks)})
+        turns = self.turns
+        if not turns or turns[-1]["role"] != role:
+            turns.append({"role": role, self.content_key: blocks})
+            self._lead = None
             return
-        index = len(self.turns) - 1
-        merged: list[Block] = self.turns[index][self.content_key] + list(blocks)
+        index = len(turns) - 1
+        content: list[Block] = turns[index][self.content_key]
         first = self.is_result if role == self.user_role else self.is_thinking
-        ordered = [b for b in merged if first(b)] + [b for b in merged if not first(b)]
-        if role != self.user_role and ordered != merged:
+        if self._lead is None:
+            # First merge into this turn: order it whole. From then on it is
+            # ordered, and `_lead` counts its leading (results / thinking) blocks.
+            merged = content + blocks
+            ordered = [b for b in merged if first(b)]
+            self._lead = len(ordered)
+            ordered += [b for b in merged if not first(b)]
+            moved = ordered != merged
+            turns[index][self.content_key] = ordered
+        else:
+            # Put the new leading blocks after the turn's, the others at the end:
+            # the same order as sorting the whole turn again, in time linear in
+            # the pieces added rather than in the turn's length.
+            leading = [b for b in blocks if first(b)]
+            others = [b for b in blocks if not first(b)] if leading else blocks
+            moved = bool(leading) and (
+                len(content) > self._lead or blocks[: len(leading)] != leading
+            )
+            if leading:
+                content[self._lead : self._lead] = leading
+                self._lead += len(leading)
+            content.extend(others)
+        if moved and role != self.user_role:
             self.other_repairs.append(
                 Repair(
                     kind=RepairKind.HOISTED_THINKING,
@@ -65,7 +93,6 @@ class Turns:
                     payload_index=index,
                 )
             )
-        self.turns[index][self.content_key] = ordered
         self.merged[index] = self.merged.get(index, 0) + 1
 
     def last_block(self) -> tuple[int, int] | None:

@@ -62,19 +62,52 @@ def _join(first: Any, second: Any) -> Any:
     return parts(first) + parts(second)
 
 
+def _join_all(pieces: Sequence[Any]) -> Any:
+    """What joining the pieces pairwise, left to right, with `_join` gives, in
+    time linear in their size."""
+    strings = 0
+    while strings < len(pieces) and isinstance(pieces[strings], str):
+        strings += 1
+    if strings == len(pieces):
+        return "\n\n".join(pieces)
+    joined: list[Any] = [{"type": "text", "text": "\n\n".join(pieces[:strings])}] if strings else []
+    for piece in pieces[strings:]:
+        if isinstance(piece, str):
+            joined.append({"type": "text", "text": piece})
+        else:
+            joined.extend(piece)
+    return joined
+
+
 class _Chat:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self.merged: dict[int, int] = {}  # message index -> pieces merged into it
+        # The pieces merged into the last message, joined to it once it is
+        # complete (joining them two by two copied its growing text each time).
+        self._more: list[Any] = []
 
     def add(self, role: str, content: Any) -> None:
-        last = self.messages[-1] if self.messages else None
-        if last is not None and last["role"] == role and role != "system":
-            last["content"] = _join(last["content"], content)
-            index = len(self.messages) - 1
+        messages = self.messages
+        if messages and messages[-1]["role"] == role and role != "system":
+            self._more.append(content)
+            index = len(messages) - 1
             self.merged[index] = self.merged.get(index, 0) + 1
-        else:
-            self.messages.append({"role": role, "content": content})
+            return
+        if self._more:
+            self._join_last()
+        messages.append({"role": role, "content": content})
+
+    def _join_last(self) -> None:
+        last = self.messages[-1]
+        last["content"] = _join_all([last["content"], *self._more])
+        self._more = []
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The messages, every merged one joined."""
+        if self._more:
+            self._join_last()
+        return self.messages
 
     def repairs(self) -> tuple[Repair, ...]:
         return tuple(
@@ -115,28 +148,33 @@ def render(conversation: Conversation, *, final_instruction: str | None) -> Rend
     history = conversation.history
     step = 0
     i = 0
-    while i < len(history):
+    add = chat.add
+    end = len(history)
+    while i < end:
         message = history[i]
-        if message.role == "assistant" and message.tool_calls:
+        role = message.role
+        if role == "assistant" and message.tool_calls:
             text, i, step = _tool_round(history, i, step)
-            chat.add("assistant", text)
+            add("assistant", text)
             continue
-        if message.role == "tool":
+        if role == "tool":
             # Only reachable with repair off: a result whose call is not visible.
             orphan = ToolCall(id=message.tool_call_id or "unknown", name="unknown")
-            chat.add("assistant", render_result(step=step, call=orphan, result=message))
+            add("assistant", render_result(step=step, call=orphan, result=message))
             step += 1
-        elif message.role == "assistant":
-            chat.add("assistant", "\n".join(text_parts(message)))
-        elif message.role == "system":
-            chat.add("user", system_note_text(message))
+        elif role == "assistant":
+            add("assistant", "\n".join(text_parts(message)))
+        elif role == "system":
+            add("user", system_note_text(message))
         else:
-            chat.add("user", user_content(message))
+            content = message.content
+            add("user", content if isinstance(content, str) else user_content(message))
         i += 1
+    messages = chat.finish()
     if final_instruction:
         # Folded in, so the task and the instruction read as one request (seed 003).
-        if chat.messages and chat.messages[-1]["role"] == "user":
-            chat.messages[-1]["content"] = _join(chat.messages[-1]["content"], final_instruction)
+        if messages and messages[-1]["role"] == "user":
+            messages[-1]["content"] = _join(messages[-1]["content"], final_instruction)
         else:
-            chat.messages.append({"role": "user", "content": final_instruction})
-    return Rendered(payload={"messages": chat.messages}, repairs=chat.repairs())
+            messages.append({"role": "user", "content": final_instruction})
+    return Rendered(payload={"messages": messages}, repairs=chat.repairs())

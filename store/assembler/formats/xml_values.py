@@ -64,9 +64,18 @@ def render_parameter(name: str, value: Any) -> str:
     return f'<parameter name="{escape_attribute(name)}">{render_value(value)}</parameter>'
 
 
+_finite_json = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False).encode
+_any_json = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
 def render_json(value: Any) -> str:
     """JSON for `<arguments>` / `<data>`; non-finite numbers as strings, escaped."""
-    return escape_text(json.dumps(_finite(value), sort_keys=True, ensure_ascii=False))
+    try:
+        # Without a non-finite number, `_finite` would change nothing JSON shows.
+        text = _finite_json(value)
+    except ValueError:
+        text = _any_json(_finite(value))
+    return escape_text(text)
 
 
 def _finite(value: Any) -> Any:
