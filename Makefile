@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.install-stamp
 
-.PHONY: install demo serve test test-unit migrate lint format bench clean
+.PHONY: install demo serve test test-unit migrate lint format bench bench-quick clean
 
 install: $(STAMP)
 
@@ -41,8 +41,13 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Benchmarks need DATABASE_URL (or start the embedded server); each writes
+# bench/results/<name>.json, then docs/benchmarks.md is regenerated.
 bench: install
 	$(BIN)/python -m bench
+
+bench-quick: install
+	CONVO_BENCH_QUICK=1 $(BIN)/python -m bench write_path read_path
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

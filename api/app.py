@@ -6,6 +6,12 @@ closes them when it stops. Tests, or an embedding application, pass
 `services=` instead — e.g. the in-memory storage with in-memory keys — and
 the app uses them from the first request, needs no lifespan run, and never
 closes them.
+
+Every request goes through `api.middleware` (request id, body and URL
+limits) and `api.errors.CatchAll`. `/health` is liveness: the process
+answers, nothing else is asked. `/ready` is readiness: the storage answers
+a query (503 with the error body while the database is down), so a load
+balancer stops sending traffic to a replica that cannot serve it.
 """
 
 from __future__ import annotations
@@ -15,19 +21,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api.deps import Services
-from api.errors import install_error_handlers
+from api.deps import Services, ServicesDep
+from api.errors import CONVERSATION_ERRORS, install_error_handlers
+from api.middleware import RequestContext, RequestLimits
 from api.routes import api_router
 from store.api_keys import tenant_for_key
 from store.bootstrap import open_storage
-from store.commands import Limits
 from store.db import make_async_engine
-from store.settings import Settings
+from store.settings import Settings, limits_from_settings
 
 DESCRIPTION = """\
 An event-sourced conversation store for LLM agents.
 
-Every route but `/health` needs an API key (`convo keys create --tenant T
+Every route but `/health` and `/ready` needs an API key (`convo keys create --tenant T
 --name N`), sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`.
 A key acts for one tenant; another tenant's conversation is a 404.
 Errors are `{"error": {"type": ..., "message": ...}}`.
@@ -40,7 +46,7 @@ TAGS = [
     {"name": "batches", "description": "Visibility windows: start, truncate, filter, roll back."},
     {"name": "reads", "description": "Window, role look-ups, counts, tool blocks."},
     {"name": "assembly", "description": "Provider request payloads."},
-    {"name": "health", "description": "Liveness (no key needed)."},
+    {"name": "health", "description": "Liveness and readiness (no key needed)."},
 ]
 
 
@@ -58,7 +64,7 @@ def create_app(
         app.state.services = Services(
             storage=storage,
             tenant_for_key=lambda key: tenant_for_key(engine, key),
-            limits=Limits(max_message_chars=settings.max_message_chars),
+            limits=limits_from_settings(settings),
         )
         try:
             yield
@@ -75,11 +81,26 @@ def create_app(
     )
     if services is not None:
         app.state.services = services
-    install_error_handlers(app)
+    # Added innermost first: RequestContext ends up outermost.
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
+    install_error_handlers(app)  # and CatchAll, around RequestLimits
+    app.add_middleware(RequestContext)
     app.include_router(api_router)
 
     @app.get("/health", tags=["health"], summary="Liveness")
     async def health() -> dict[str, str]:
+        """The process answers; the database is not asked (see `/ready`)."""
         return {"status": "ok"}
+
+    @app.get(
+        "/ready",
+        tags=["health"],
+        summary="Readiness",
+        responses={503: CONVERSATION_ERRORS[503]},
+    )
+    async def ready(services: ServicesDep) -> dict[str, str]:
+        """The storage answers a query; 503 with Retry-After while it cannot."""
+        await services.storage.ping()
+        return {"status": "ready"}
 
     return app

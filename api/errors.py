@@ -21,9 +21,20 @@ adds `retry_after` (seconds), also sent as a `Retry-After` header.
     StorageError (message without internals)                      → 500
     StorageFailure (any other)                                    → 500
     ConvoStoreError (any other, e.g. InvalidPayload)              → 422
-    request validation                                            → 422 ValidationError
+    request validation, a body that is not UTF-8 JSON             → 422 ValidationError
+    a body over CONVO_MAX_BODY_BYTES                              → 413 PayloadTooLarge
     Unauthorized (no key, unknown or revoked key)                 → 401
     anything else (a bug)                                         → 500 InternalError
+
+A bug's 500 is sent by `CatchAll`, a middleware, as an ordinary response:
+Starlette's own catch-all (an `Exception` handler) sends its response and
+then re-raises, so the server drops the client's keep-alive connection and
+logs the exception with its message, which can quote content. `CatchAll`
+logs one line instead: the exception's classes and frames, never its
+message (`api.logging.describe_error`).
+
+Messages are made safe to encode: a lone surrogate the client sent (and an
+error quoted) is shown as `\\udXXX`, not sent as invalid UTF-8.
 
 A driver error that reaches the app untranslated (a code path that did not
 go through `store.postgres.driver_errors.translate`) is translated here,
@@ -37,6 +48,7 @@ whose write may have been stored: retry it with the same `Idempotency-Key`
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -47,7 +59,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.logging import describe_error
 from store.errors import (
     BoundaryError,
     ConcurrencyConflict,
@@ -65,9 +79,30 @@ from store.errors import (
 )
 from store.postgres.driver_errors import translate
 
+_log = logging.getLogger("convo.http")
+
 
 class Unauthorized(Exception):
     """No API key, or one that is unknown or revoked."""
+
+
+class BodyRefused(HTTPException):
+    """The request body cannot be parsed as UTF-8 JSON (422): raised while
+    the body is parsed (`api.routing`), as an HTTPException so FastAPI lets
+    it through instead of answering 400."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(422, f"body: {problem}")
+
+
+class BodyTooLarge(HTTPException):
+    """The request body is over the limit (413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"body: the request body is over the limit of {limit} bytes")
+
+    def response(self) -> JSONResponse:
+        return error_response(413, "PayloadTooLarge", str(self.detail))
 
 
 class ErrorDetail(BaseModel):
@@ -124,6 +159,7 @@ CONVERSATION_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONVERSATION_ERRORS,
+    413: {"model": ErrorBody, "description": "The request body is over CONVO_MAX_BODY_BYTES"},
     409: {
         "model": ErrorBody,
         "description": "expected_version is stale, an idempotency conflict, or the"
@@ -132,10 +168,17 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _encodable(text: str) -> str:
+    """`text` as valid UTF-8: a lone surrogate becomes its escape."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_response(
     status: int, type_: str, message: str, *, headers: dict[str, str] | None = None, **extra: Any
 ) -> JSONResponse:
-    detail = ErrorDetail(type=type_, message=message, **extra)
+    detail = ErrorDetail(type=type_, message=_encodable(message), **extra)
     return JSONResponse(
         {"error": detail.model_dump(mode="json", exclude_none=True)},
         status_code=status,
@@ -211,19 +254,81 @@ async def _http_error(request: Request, error: Exception) -> JSONResponse:
     )
 
 
-async def _internal_error(request: Request, error: Exception) -> JSONResponse:
-    # Starlette logs and re-raises the exception after this response is
-    # sent; the client gets the same shape, without internals.
+async def _body_refused(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, BodyRefused)
+    return error_response(422, "ValidationError", str(error.detail))
+
+
+async def _body_too_large(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, BodyTooLarge)
+    return error.response()
+
+
+def internal_error_response() -> JSONResponse:
+    """A bug's 500: the same shape, without internals."""
     return error_response(500, "InternalError", "the server failed to handle the request")
+
+
+async def _internal_error(request: Request, error: Exception) -> JSONResponse:
+    log_unhandled(error, request.scope)
+    return internal_error_response()
+
+
+def route_path(scope: Scope) -> str:
+    """The request's route as declared (`/conversations/{conversation_id}`),
+    or its path when no route matched."""
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) else str(scope.get("path", ""))
+
+
+def log_unhandled(error: BaseException, scope: Scope) -> None:
+    """One line for a bug: where, and the exception's classes and frames."""
+    _log.error(
+        "unhandled %s in %s %s",
+        type(error).__qualname__,
+        scope.get("method"),
+        route_path(scope),
+        extra=describe_error(error),
+    )
+
+
+class CatchAll:
+    """An exception no handler took: a JSON 500, sent as an ordinary
+    response, and one log line without the exception's message."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as error:
+            log_unhandled(error, scope)
+            if started:
+                raise  # half a response went out: only closing the connection is honest
+            await internal_error_response()(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ConvoStoreError, _store_error)
-    # Handled here, not by the catch-all: the catch-all re-raises, and the
-    # server would log the driver's message, which can quote stored values.
+    # Translated here, not left to the catch-all, so a database that is down
+    # is a 503 (and its message, which can quote stored values, is not logged).
     for driver_error in (psycopg.Error, sa_exc.DBAPIError, sa_exc.TimeoutError):
         app.add_exception_handler(driver_error, _driver_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Unauthorized, _unauthorized)
+    app.add_exception_handler(BodyRefused, _body_refused)
+    app.add_exception_handler(BodyTooLarge, _body_too_large)
     app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(Exception, _internal_error)
+    # Not `add_exception_handler(Exception, ...)`: see the module's docstring.
+    app.add_middleware(CatchAll)

@@ -2,6 +2,8 @@
 
 These are the API's own models, separate from the tables: requests are
 validated here (unknown fields are refused), then handed to the repository.
+Every field, path and query parameter and header has a type, a range and a
+size limit (`store.inputs`); integers are strict (no `"1"`, no `true`).
 Where the store's frozen value types are plain data (`Message`,
 `StoredMessage`, `Conversation`, `Appended`, `BatchResult`, `Batch`,
 `ToolBlock`, `AgentProfile`, `ContextSlots`, `Diagnostics`, the batch
@@ -14,21 +16,60 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Header, Path, Query
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from store import operations
 from store.assembler import Diagnostics, ProviderFormat
 from store.context import AgentProfile, ContextSlots, TodoItem
+from store.inputs import (
+    MAX_BIGINT,
+    MAX_INTEGER,
+    MAX_METADATA_CHARS,
+    MAX_TODO_ITEMS,
+    AgentId,
+    BoundedText,
+    Metadata,
+    SlotName,
+    Version,
+    at_most,
+    idempotency_key_problem,
+    json_object,
+    rule,
+)
 from store.messages import MAIN_AGENT, Content, Message
 from store.records import ExpectedVersion, StreamState
+from store.repository import MAX_READ_LIMIT
+from store.validation import MAX_MESSAGES_PER_APPEND
 
 ExpectedVersionField = Annotated[
-    int | None,
+    Version | None,
     Field(
-        ge=0,
         description="The conversation version this write expects; omitted or null: any. "
         "A stale value is refused with 409 and nothing is written.",
     ),
+]
+
+# --- path, query and header parameters ------------------------------------------
+
+AgentIdPath = Annotated[AgentId, Path(description="`main` or a sub-agent's id.")]
+SlotPath = Annotated[SlotName, Path(description="A built-in or custom slot name.")]
+SeqPath = Annotated[int, Path(ge=1, le=MAX_BIGINT, description="The message's seq.")]
+BatchPath = Annotated[int, Path(ge=1, le=MAX_INTEGER, description="A batch number.")]
+BatchQuery = Annotated[
+    int | None, Query(ge=1, le=MAX_INTEGER, description="A past batch; default: current")
+]
+AgentQuery = Annotated[AgentId | None, Query(description="Only this agent's messages.")]
+CountQuery = Annotated[int, Query(ge=0, le=MAX_READ_LIMIT)]
+OrdinalQuery = Annotated[int, Query(ge=1, le=MAX_BIGINT)]
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="A retry with the same key and body returns the original result "
+        "(1–200 visible ASCII characters).",
+    ),
+    rule("idempotency_key", idempotency_key_problem),
 ]
 
 
@@ -46,15 +87,30 @@ class _Body(BaseModel):
 
 class ConversationCreate(_Body):
     id: uuid.UUID | None = Field(default=None, description="Chosen by the client; else random.")
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
 
 # --- messages and agents --------------------------------------------------
 
 
 class MessagesAppend(_Body):
-    messages: list[Message] = Field(description="Appended in order, all or nothing.")
+    messages: list[Message] = Field(
+        description="Appended in order, all or nothing; at most "
+        "CONVO_MAX_MESSAGES_PER_APPEND (default 1000).",
+        json_schema_extra={"maxItems": MAX_MESSAGES_PER_APPEND},
+    )
     expected_version: ExpectedVersionField = None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _not_too_many(cls, value: Any) -> Any:
+        # Before a single message is parsed: the configured limit
+        # (`Limits.max_messages_per_append`) is checked by the store.
+        if isinstance(value, list) and len(value) > MAX_MESSAGES_PER_APPEND:
+            raise ValueError(
+                f"{len(value)} messages in one append, over the limit of {MAX_MESSAGES_PER_APPEND}"
+            )
+        return value
 
 
 class ContentReplace(_Body):
@@ -64,15 +120,26 @@ class ContentReplace(_Body):
 
 class AgentConfigure(_Body):
     is_sub_agent: bool | None = Field(
-        default=None, description="Default: every agent but `main` is a sub-agent."
+        default=None, strict=True, description="Default: every agent but `main` is a sub-agent."
     )
-    system_prompt: str | None = None
-    role_definition: str | None = None
+    system_prompt: BoundedText | None = None
+    role_definition: BoundedText | None = None
     expected_version: ExpectedVersionField = None
 
 
+def _slot_kind(value: Any) -> str:
+    return "text" if isinstance(value, str) else "items"
+
+
+SlotValue = Annotated[
+    Annotated[BoundedText, Tag("text")]
+    | Annotated[list[TodoItem], at_most(MAX_TODO_ITEMS, "items"), Tag("items")],
+    Discriminator(_slot_kind),
+]
+
+
 class SlotUpdate(_Body):
-    value: str | list[TodoItem] | None = Field(
+    value: SlotValue | None = Field(
         description="Text, TODO items (the `todo` slot), or null to clear the slot."
     )
     expected_version: ExpectedVersionField = None
@@ -151,9 +218,9 @@ BatchOperationRequest = Annotated[
 
 
 class AssembleRequest(_Body):
-    agent_id: str = MAIN_AGENT
+    agent_id: AgentId = MAIN_AGENT
     format: ProviderFormat = ProviderFormat.OPENAI_CHAT
-    options: dict[str, Any] = Field(
+    options: Annotated[dict[str, Any], json_object(MAX_METADATA_CHARS, "options")] = Field(
         default_factory=dict,
         description="The assembler's options (policy, n, repair, merge_same_role, "
         "token_budget, reminder_style, cache_breakpoints, xml_final_instruction); "

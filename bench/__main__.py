@@ -1,17 +1,24 @@
-"""`make bench`: run every benchmark; each writes bench/results/<name>.json."""
+"""`make bench`: run every benchmark (or the named ones); each writes
+bench/results/<name>.json. Then `bench.summary` turns all the results files
+into docs/benchmarks.md. `CONVO_BENCH_QUICK=1` (`make bench-quick`): fewer
+repeats, same sizes where a goal names one."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHMARKS = ("append_latency", "read_scaling", "cache_reuse")
+BENCHMARKS = ("write_path", "read_path", "read_scaling", "cache_reuse")
 
 
 def main(names: list[str]) -> None:
     for name in names or BENCHMARKS:
+        if name == "summary":
+            continue
         print(f"== bench: {name}", flush=True)
         importlib.import_module(f"bench.{name}").main()
+    print("== bench: summary", flush=True)
+    importlib.import_module("bench.summary").main()
 
 
 if __name__ == "__main__":

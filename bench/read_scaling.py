@@ -1,7 +1,8 @@
 """Read latency against history length: 1k, 10k and 100k messages, one run.
 
-What is measured, through `PostgresRepository` (the agents' API, so the
-figure includes the head look-up, SQLAlchemy and building `StoredMessage`s):
+What is measured, through the store's public repository (`bench.harness.
+open_repository`: the agents' API, so the figure includes the head look-up,
+the database layer and building `StoredMessage`s):
 
 - `visible_window(cid)`: the current batch's window;
 - `recent_by_role(cid, "user", 3)`: last 3 user messages, visible scope;
@@ -9,16 +10,17 @@ figure includes the head look-up, SQLAlchemy and building `StoredMessage`s):
 - `role_range(cid, "tool", n - 5, n)`: the last six tool results by ordinal;
 - `count_by_role(cid, scope="history")`.
 
-Each is reported as a median over `REPEATS` calls and as a ratio to the 1k
-figure. The issue's target: every read at 100k within 1.3x of 1k.
+Each is reported as a median over `REPEATS` calls (fewer with
+`CONVO_BENCH_QUICK=1`; the sizes stay, the target names them) and as a ratio
+to the 1k figure. The issue's target: every read at 100k within 1.3x of 1k.
 
 The conversations look like a coding agent's: a user request (sometimes
 preceded by a system reminder), then assistant steps each carrying one to
 three tool calls followed by their results (200-2000 chars, some errors),
 then a final assistant answer; lengths vary from ~50 to 2000 chars. A
 compaction job runs between turns once `COMPACT_EVERY` messages have
-arrived since the last one: `start_batch(next_seq - KEEP, summary=...,
-adjust=True)`, i.e. a summary plus the last ~`KEEP` messages (grown to
+arrived since the last one: `start_batch(max(1, next_seq - KEEP),
+summary=..., adjust=True)`, i.e. a summary plus the last ~`KEEP` messages (grown to
 whole tool-call blocks), so the visible window stays a few hundred
 messages however long the history gets.
 
@@ -51,7 +53,9 @@ Plans: the SQL each read runs is captured and its plan shape (EXPLAIN,
 COSTS OFF, ids and numbers masked) saved per size, with a flag saying
 whether the plan is the same at every size. If a read comes out above the
 target, `EXPLAIN (ANALYZE, BUFFERS)` of its statements at 1k and 100k is
-printed and saved too. These are the plans for the statement with its
+printed and saved too. Statements are captured from every SQLAlchemy engine
+in the process (a store that stops going through SQLAlchemy leaves the plans
+empty) and explained on a separate connection. These are the plans for the statement with its
 values inlined (custom plans); the driver's prepared statements may run a
 generic plan after a few executions.
 """
@@ -59,6 +63,7 @@ generic plan after a few executions.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import re
 import time
@@ -67,22 +72,30 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import event, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Engine, event
 
-from bench.harness import bench_database, median_ms, time_each
-from bench.report import print_table, write_results
-from store.db import make_async_engine, make_sync_engine
+from bench.harness import (
+    bench_database,
+    machine_facts,
+    median_ms,
+    open_repository,
+    quick_mode,
+    time_each,
+    vacuum,
+)
+from bench.report import comparison, print_table, write_results
+from store.db import make_sync_engine
 from store.messages import Message, MessageKind, ToolCall
-from store.postgres.repository import PostgresRepository
+from store.repository import Repository
 from store.settings import Settings
 
 SIZES = (1_000, 10_000, 100_000)
 TARGET_RATIO = 1.3
-REPEATS = 200
-WARMUP = 20
+QUICK = quick_mode()
+REPEATS = 50 if QUICK else 200
+WARMUP = 5 if QUICK else 20
 CHUNK = 64  # messages per append_messages call while loading
-APPEND_REPEATS = 20  # appends of one turn per size, after the reads
+APPEND_REPEATS = 5 if QUICK else 20  # appends of one turn per size, after the reads
 APPEND_SEED = 10_000
 COMPACT_EVERY = 500  # messages since the last compaction that trigger one
 KEEP = 100  # messages a compaction keeps after its summary
@@ -251,7 +264,7 @@ def _messages(turn: Turn, ids: _Ids) -> Iterator[Message]:
             yield Message.model_validate(raw)
 
 
-async def load(repository: PostgresRepository, plan: Plan) -> Loaded:
+async def load(repository: Repository, plan: Plan) -> Loaded:
     started = time.perf_counter()
     conversation = await repository.create_conversation(metadata={"bench": "read_scaling"})
     cid = conversation.id
@@ -282,7 +295,7 @@ async def load(repository: PostgresRepository, plan: Plan) -> Loaded:
         await flush()
         if number < len(plan.cycles) - 1:
             summary = Message(role="user", content=f"Summary {number}: {CORPUS[:1500]}")
-            await repository.start_batch(cid, next_seq - KEEP, summary=summary, adjust=True)
+            await repository.start_batch(cid, max(1, next_seq - KEEP), summary=summary, adjust=True)
             next_seq += 1
             compactions += 1
     return Loaded(
@@ -296,7 +309,7 @@ async def load(repository: PostgresRepository, plan: Plan) -> Loaded:
 
 # --- reading ----------------------------------------------------------------------
 
-Read = Callable[[PostgresRepository, Loaded], Awaitable[object]]
+Read = Callable[[Repository, Loaded], Awaitable[object]]
 
 READS: dict[str, Read] = {
     "visible_window": lambda r, c: r.visible_window(c.conversation_id),
@@ -311,7 +324,7 @@ READS: dict[str, Read] = {
 }
 
 
-async def describe(repository: PostgresRepository, loaded: Loaded) -> None:
+async def describe(repository: Repository, loaded: Loaded) -> None:
     cid = loaded.conversation_id
     counts = await repository.count_by_role(cid, scope="history")
     loaded.history = sum(counts.values())
@@ -321,7 +334,7 @@ async def describe(repository: PostgresRepository, loaded: Loaded) -> None:
 
 
 async def measure(
-    repository: PostgresRepository, conversations: list[Loaded]
+    repository: Repository, conversations: list[Loaded]
 ) -> dict[str, dict[int, float]]:
     """Median ms per read per size, sizes interleaved within each repetition."""
     medians: dict[str, dict[int, float]] = {}
@@ -343,8 +356,8 @@ async def measure(
 
 
 async def explain(
-    engine: AsyncEngine,
-    repository: PostgresRepository,
+    explainer: Engine,
+    repository: Repository,
     read: Read,
     loaded: Loaded,
     *,
@@ -359,16 +372,16 @@ async def explain(
         if not statement.lstrip().upper().startswith("EXPLAIN"):
             captured.append((statement, parameters))
 
-    event.listen(engine.sync_engine, "before_cursor_execute", capture)
+    event.listen(Engine, "before_cursor_execute", capture)
     try:
         await read(repository, loaded)
     finally:
-        event.remove(engine.sync_engine, "before_cursor_execute", capture)
+        event.remove(Engine, "before_cursor_execute", capture)
     options = "ANALYZE, BUFFERS" if analyze else "COSTS OFF"
     reports = []
-    async with engine.connect() as conn:
+    with explainer.connect() as conn:
         for statement, parameters in captured:
-            rows = await conn.exec_driver_sql(f"EXPLAIN ({options}) {statement}", parameters)
+            rows = conn.exec_driver_sql(f"EXPLAIN ({options}) {statement}", parameters)
             plan = "\n".join(str(r[0]) for r in rows)
             if analyze:
                 reports.append(f"{statement}\n-- parameters: {parameters}\n{plan}")
@@ -383,9 +396,7 @@ def _shape(plan: str) -> str:
     return re.sub(r"\b\d+\b", "N", plan)
 
 
-async def measure_appends(
-    repository: PostgresRepository, conversations: list[Loaded]
-) -> dict[int, float]:
+async def measure_appends(repository: Repository, conversations: list[Loaded]) -> dict[int, float]:
     """Median ms per appended message, the same turn appended to every size in
     turn, `APPEND_REPEATS` times (after the reads: it changes the windows)."""
     turn = _cycle(APPEND_SEED, 1)[0]
@@ -403,8 +414,17 @@ async def measure_appends(
 
 
 async def run(url: str, settings: Settings) -> dict[str, Any]:
-    engine = make_async_engine(url, settings)
-    repository = PostgresRepository(engine)
+    async with open_repository(url, settings) as repository:
+        explainer = make_sync_engine(url, settings)
+        try:
+            return await _run(repository, explainer, url, settings)
+        finally:
+            explainer.dispose()
+
+
+async def _run(
+    repository: Repository, explainer: Engine, url: str, settings: Settings
+) -> dict[str, Any]:
     conversations = []
     load_started = time.perf_counter()
     for size in SIZES:
@@ -413,12 +433,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         conversations.append(loaded)
     load_seconds = time.perf_counter() - load_started
 
-    sync_engine = make_sync_engine(url, settings, isolation_level="AUTOCOMMIT")
-    try:
-        with sync_engine.connect() as conn:
-            conn.execute(text("VACUUM (ANALYZE)"))
-    finally:
-        sync_engine.dispose()
+    vacuum(url, settings)
 
     for loaded in conversations:
         await describe(repository, loaded)
@@ -435,22 +450,22 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     over = sorted(name for name, r in ratios.items() if r[SIZES[-1]] > TARGET_RATIO)
     shapes = {
         name: {
-            str(c.size): await explain(engine, repository, read, c, analyze=False)
+            str(c.size): await explain(explainer, repository, read, c, analyze=False)
             for c in conversations
         }
         for name, read in READS.items()
     }
     plans = {
         name: {
-            str(c.size): await explain(engine, repository, READS[name], c, analyze=True)
+            str(c.size): await explain(explainer, repository, READS[name], c, analyze=True)
             for c in (conversations[0], conversations[-1])
         }
         for name in over
     }
     append_ms = await measure_appends(repository, conversations)
-    await engine.dispose()
 
     return {
+        "quick": QUICK,
         "target_ratio_100k_to_1k": TARGET_RATIO,
         "repeats": REPEATS,
         "warmup": WARMUP,
@@ -483,11 +498,42 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     }
 
 
+def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each read at the largest size against the same read at the smallest."""
+    small, large = (figures["sizes"][str(size)] for size in (SIZES[0], SIZES[-1]))
+    label = f"{SIZES[-1] // 1000}k vs {SIZES[0] // 1000}k"
+    rows = [
+        comparison(
+            f"{name}, {label}",
+            large["median_ms"][name],
+            small["median_ms"][name],
+            unit="ms",
+            baseline_name=f"same read at {SIZES[0] // 1000}k",
+            goal=("<=", TARGET_RATIO),
+        )
+        for name in READS
+    ]
+    appends = figures["append_ms_per_message"]
+    rows.append(
+        comparison(
+            f"append, ms per message, {label} (info)",
+            appends[str(SIZES[-1])],
+            appends[str(SIZES[0])],
+            unit="ms",
+            baseline_name=f"same append at {SIZES[0] // 1000}k",
+        )
+    )
+    return rows
+
+
 def main() -> None:
     settings = Settings.from_env()
+    load_before = os.getloadavg()
     with bench_database(settings) as url:
         figures = asyncio.run(run(url, settings))
-    write_results("read_scaling", figures, notes=__doc__ or "")
+        machine = machine_facts(url, settings, load_before)
+    figures["comparisons"] = comparisons(figures)
+    write_results("read_scaling", figures, notes=__doc__ or "", machine=machine)
     sizes = figures["sizes"]
     print_table(
         "histories (one conversation each, same database)",

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from store.codec import encode_message
 from store.context import AgentProfile, TodoItem
-from store.inputs import STORED
+from store.inputs import STORED, Metadata
 from store.messages import Content, Message
 
 
@@ -31,7 +31,8 @@ class _Event(BaseModel):
 class ConversationStarted(_Event):
     type: Literal["conversation_started"] = "conversation_started"
     tenant: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    # Bounded, finite JSON (store.inputs): NaN never reaches the storage.
+    metadata: Metadata = Field(default_factory=dict)
 
 
 class MessageAppended(_Event):

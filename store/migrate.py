@@ -76,9 +76,7 @@ def upgrade(
     _with_connection(engine, "upgrade", revision, lock_wait_s)
 
 
-def downgrade(
-    engine: Engine, revision: str, *, lock_wait_s: float = MIGRATION_LOCK_WAIT_S
-) -> None:
+def downgrade(engine: Engine, revision: str, *, lock_wait_s: float = MIGRATION_LOCK_WAIT_S) -> None:
     _with_connection(engine, "downgrade", revision, lock_wait_s)
 
 

@@ -50,6 +50,7 @@ from store.events import (
     ConversationDeleted as ConversationDeletedEvent,
 )
 from store.idempotency import client_ids, replay_by_client_ids, request_hash
+from store.inputs import idempotency_key_problem
 from store.messages import MAIN_AGENT, ROLES, Content, Message, Role, StoredMessage
 from store.operations import (
     BatchOperation,
@@ -207,7 +208,14 @@ class Repository:
         self, conversation_id: uuid.UUID | None = None, *, metadata: dict[str, Any] | None = None
     ) -> Conversation:
         conversation_id = conversation_id or uuid.uuid4()
-        started = ConversationStarted(tenant=self.tenant, metadata=metadata or {})
+        try:
+            started = ConversationStarted(tenant=self.tenant, metadata=metadata or {})
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'conversation'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise InvalidOperation(f"invalid conversation: {problems}") from None
         async with self.storage.writing(conversation_id, self.tenant, create=True) as session:
             stream = self._writable(conversation_id, session.stream)
             check_expected(conversation_id, StreamState.NO_STREAM, stream.version)
@@ -260,6 +268,10 @@ class Repository:
         A retry with the same `idempotency_key` (or the same client message
         ids) returns what the first attempt stored, and writes nothing.
         """
+        if idempotency_key is not None:
+            problem = idempotency_key_problem(idempotency_key)
+            if problem is not None:
+                raise InvalidOperation(f"idempotency key {problem}")
         parsed = [parse_message(m, i) for i, m in enumerate(messages)]
         if not parsed:
             raise InvalidOperation("append needs at least one message")

@@ -8,11 +8,20 @@ from fastapi import APIRouter
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
-from api.schemas import Agent, AgentConfigure, SlotUpdate, Written, expected_version
+from api.routing import JSONRoute
+from api.schemas import (
+    Agent,
+    AgentConfigure,
+    AgentIdPath,
+    SlotPath,
+    SlotUpdate,
+    Written,
+    expected_version,
+)
 from store.context import AgentProfile
 from store.messages import MAIN_AGENT
 
-router = APIRouter(prefix="/conversations", tags=["agents"])
+router = APIRouter(prefix="/conversations", tags=["agents"], route_class=JSONRoute)
 
 
 @router.put(
@@ -21,7 +30,10 @@ router = APIRouter(prefix="/conversations", tags=["agents"])
     responses=WRITE_ERRORS,
 )
 async def configure_agent(
-    conversation_id: uuid.UUID, agent_id: str, body: AgentConfigure, repository: RepositoryDep
+    conversation_id: uuid.UUID,
+    agent_id: AgentIdPath,
+    body: AgentConfigure,
+    repository: RepositoryDep,
 ) -> Written:
     """Set the agent's custom system prompt and role definition (replaces the profile)."""
     profile = AgentProfile(
@@ -43,8 +55,8 @@ async def configure_agent(
 )
 async def update_slot(
     conversation_id: uuid.UUID,
-    agent_id: str,
-    slot: str,
+    agent_id: AgentIdPath,
+    slot: SlotPath,
     body: SlotUpdate,
     repository: RepositoryDep,
 ) -> Written:
@@ -65,7 +77,9 @@ async def update_slot(
     summary="Read an agent's profile and slots",
     responses=CONVERSATION_ERRORS,
 )
-async def get_agent(conversation_id: uuid.UUID, agent_id: str, repository: RepositoryDep) -> Agent:
+async def get_agent(
+    conversation_id: uuid.UUID, agent_id: AgentIdPath, repository: RepositoryDep
+) -> Agent:
     profile = await repository.agent_profile(conversation_id, agent_id)
     slots = await repository.context_slots(conversation_id, agent_id)
     return Agent(profile=profile, slots=slots)

@@ -11,10 +11,11 @@ from pydantic import ValidationError
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
+from api.routing import JSONRoute
 from api.schemas import Assembled, AssembleRequest
 from store.assembler import AssembleOptions
 
-router = APIRouter(prefix="/conversations", tags=["assembly"])
+router = APIRouter(prefix="/conversations", tags=["assembly"], route_class=JSONRoute)
 
 # Options that hold code, not data: they cannot come from JSON.
 NOT_FROM_JSON = frozenset({"token_counter"})

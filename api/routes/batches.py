@@ -9,11 +9,12 @@ from fastapi import APIRouter, status
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
-from api.schemas import BatchOperationRequest, expected_version
+from api.routing import JSONRoute
+from api.schemas import BatchOperationRequest, BatchPath, expected_version
 from store.messages import StoredMessage
 from store.repository import Batch, BatchResult
 
-router = APIRouter(prefix="/conversations", tags=["batches"])
+router = APIRouter(prefix="/conversations", tags=["batches"], route_class=JSONRoute)
 
 
 @router.post(
@@ -45,7 +46,7 @@ async def list_batches(conversation_id: uuid.UUID, repository: RepositoryDep) ->
     responses=CONVERSATION_ERRORS,
 )
 async def batch_messages(
-    conversation_id: uuid.UUID, batch: int, repository: RepositoryDep
+    conversation_id: uuid.UUID, batch: BatchPath, repository: RepositoryDep
 ) -> list[StoredMessage]:
     """The messages whose batch number is `batch` (to read a batch's visible
     window as it was, use `GET /window?batch=`)."""

@@ -8,10 +8,11 @@ from fastapi import APIRouter, status
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
+from api.routing import JSONRoute
 from api.schemas import ConversationCreate
 from store.repository import Conversation
 
-router = APIRouter(prefix="/conversations", tags=["conversations"])
+router = APIRouter(prefix="/conversations", tags=["conversations"], route_class=JSONRoute)
 
 
 @router.post(

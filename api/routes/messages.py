@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
-from fastapi import APIRouter, Header, Response, status
+from fastapi import APIRouter, Response, status
 
 from api.deps import RepositoryDep
 from api.errors import WRITE_ERRORS
-from api.schemas import ContentReplace, MessagesAppend, Written, expected_version
+from api.routing import JSONRoute
+from api.schemas import (
+    ContentReplace,
+    IdempotencyKeyHeader,
+    MessagesAppend,
+    SeqPath,
+    Written,
+    expected_version,
+)
 from store.repository import Appended
 
-router = APIRouter(prefix="/conversations", tags=["messages"])
+router = APIRouter(prefix="/conversations", tags=["messages"], route_class=JSONRoute)
 
 
 @router.post(
@@ -29,13 +36,7 @@ async def append_messages(
     body: MessagesAppend,
     repository: RepositoryDep,
     response: Response,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            description="A retry with the same key and body returns the original result.",
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> Appended:
     """Append messages in one transaction: all are stored, or none (422 names the
     message and the problem). A retry with the same `Idempotency-Key` (or the
@@ -57,7 +58,7 @@ async def append_messages(
     responses=WRITE_ERRORS,
 )
 async def replace_content(
-    conversation_id: uuid.UUID, seq: int, body: ContentReplace, repository: RepositoryDep
+    conversation_id: uuid.UUID, seq: SeqPath, body: ContentReplace, repository: RepositoryDep
 ) -> Written:
     """Edit message `seq` in place (an event; the original stays in the log)."""
     version = await repository.replace(

@@ -9,22 +9,25 @@ from fastapi import APIRouter, Query
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
+from api.routing import JSONRoute
+from api.schemas import AgentQuery, BatchQuery, CountQuery, OrdinalQuery
 from store.messages import Role, StoredMessage
 from store.repository import Scope, ToolBlock
 
-router = APIRouter(prefix="/conversations", tags=["reads"], responses=CONVERSATION_ERRORS)
+router = APIRouter(
+    prefix="/conversations", tags=["reads"], responses=CONVERSATION_ERRORS, route_class=JSONRoute
+)
 
 ScopeQuery = Annotated[
     Scope, Query(description="visible: the current batch's window; history: every message")
 ]
-AgentQuery = Annotated[str | None, Query(description="Only this agent's messages.")]
 
 
 @router.get("/{conversation_id}/window", summary="The visible window")
 async def visible_window(
     conversation_id: uuid.UUID,
     repository: RepositoryDep,
-    batch: Annotated[int | None, Query(description="A past batch; default: current")] = None,
+    batch: BatchQuery = None,
     agent_id: AgentQuery = None,
 ) -> list[StoredMessage]:
     """What a batch shows: retained ∪ summary ∪ messages from its boundary on."""
@@ -36,7 +39,7 @@ async def recent_by_role(
     conversation_id: uuid.UUID,
     repository: RepositoryDep,
     role: Role,
-    n: Annotated[int, Query(ge=0)] = 10,
+    n: CountQuery = 10,
     scope: ScopeQuery = "visible",
     agent_id: AgentQuery = None,
 ) -> list[StoredMessage]:
@@ -48,8 +51,8 @@ async def role_range(
     conversation_id: uuid.UUID,
     role: Role,
     repository: RepositoryDep,
-    first: Annotated[int, Query(ge=1, description="1-based ordinal of the role")],
-    last: Annotated[int, Query(ge=1, description="inclusive")],
+    first: Annotated[OrdinalQuery, Query(description="1-based ordinal of the role")],
+    last: Annotated[OrdinalQuery, Query(description="inclusive")],
 ) -> list[StoredMessage]:
     """The `first`-th to the `last`-th message of `role` in the whole history."""
     return await repository.role_range(conversation_id, role, first, last)

@@ -3,7 +3,9 @@ columns. Events are keyed by stream; the views' head moves into the stream row.
 
 - `events`: primary key `(conversation_id, version)` (was: `position`, plus
   a unique `(conversation_id, version)`); `client_id` and `metadata` go
-  (client ids are unique on `messages`; nothing wrote metadata).
+  (client ids are unique on `messages`; nothing wrote metadata); the foreign
+  key to `conversations` goes (events are written under the stream row's
+  lock and stream rows are never deleted; the check cost every append).
 - `messages`: `body`, `text`, `tool_names`, `recorded_at`, `edited_at` go;
   `edit_version` points at the latest `message_edited` event. Reads join the
   events for the body (docs/storage.md).
@@ -57,6 +59,7 @@ UPGRADE = [
     "ALTER TABLE events DROP COLUMN client_id, DROP COLUMN metadata",
     "ALTER TABLE events DROP CONSTRAINT pk_events",
     "ALTER TABLE events DROP CONSTRAINT uq_events_stream_version",
+    "ALTER TABLE events DROP CONSTRAINT fk_events_conversation_id_conversations",
     "ALTER TABLE events ADD CONSTRAINT pk_events PRIMARY KEY (conversation_id, version)",
     # A message's body stays in its event; an edit's content in the edit's.
     "ALTER TABLE messages ADD COLUMN edit_version bigint",
@@ -141,6 +144,8 @@ DOWNGRADE = [
     "UPDATE events SET client_id = data -> 'message' ->> 'client_message_id'"
     " WHERE type = 'message_appended'",
     "ALTER TABLE events ADD CONSTRAINT uq_events_client_id UNIQUE (conversation_id, client_id)",
+    "ALTER TABLE events ADD CONSTRAINT fk_events_conversation_id_conversations"
+    " FOREIGN KEY (conversation_id) REFERENCES conversations (id)",
     "CREATE TABLE conversation_heads ("
     " conversation_id uuid NOT NULL, tenant text NOT NULL, next_seq bigint NOT NULL,"
     " current_batch integer NOT NULL, archived boolean NOT NULL DEFAULT false,"

@@ -7,7 +7,8 @@ the messages, the agent, its slots and the options (see
 payload is built through the repository from the stored conversation's
 visible window and the agent's profile and slots as they are now. Either
 way it prints `{"payload": ..., "diagnostics": ...}` as JSON. Bad input or
-configuration exits 2 with one line on stderr, never a traceback.
+configuration exits 2 with one line on stderr, never a traceback; a
+database problem (with `--conversation`) exits 1, also with one line.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def _from_store(
     conversation: str, agent: str, provider: ProviderFormat, overrides: dict[str, Any]
 ) -> Assembly:
     from store.bootstrap import open_storage, repository
+    from store.cli.errors import database_errors, load_settings
     from store.runtime import open_database
     from store.settings import Settings
 
@@ -110,9 +112,8 @@ def _from_store(
     except ValueError:
         raise _fail(f"not a conversation id: {conversation}") from None
     options = AssembleOptions.model_validate(overrides)
-    settings = Settings.from_env()
 
-    async def build(url: str) -> Assembly:
+    async def build(url: str, settings: Settings) -> Assembly:
         storage = await open_storage(url, settings, max_size=1)
         try:
             return await repository(storage, settings).assemble(
@@ -121,8 +122,11 @@ def _from_store(
         finally:
             await storage.close()
 
-    with open_database(settings) as database:
-        return asyncio.run(build(database.url))
+    # A database problem exits 1 (bad input exits 2).
+    with database_errors("assemble"):
+        settings = load_settings()
+        with open_database(settings) as database:
+            return asyncio.run(build(database.url, settings))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,10 @@
-"""Commands that run against the database: migrate, serve, demo."""
+"""Commands that run against the database: migrate, serve, demo, rebuild.
+
+Each waits for the database (`CONVO_DB_WAIT_S`) and migrates first; a
+database problem ends it with one line on stderr and exit code 1
+(`store.cli.errors`). Without DATABASE_URL they start the embedded
+PostgreSQL and stop it when they end, also on SIGTERM or SIGHUP.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import asyncio
 import typer
 from rich.console import Console
 
+from store.cli.errors import database_errors, load_settings
 from store.settings import Settings
 
 console = Console(stderr=True)
@@ -31,27 +38,47 @@ def register(app: typer.Typer) -> None:
         """Upgrade the database schema to the latest revision (alembic)."""
         from store.runtime import open_database
 
-        settings = Settings.from_env()
-        with open_database(settings) as database:
-            _migrate(database.url, settings)
-            console.print(f"[green]migrated[/green] {database.where}")
+        with database_errors("migrate"):
+            settings = load_settings()
+            with open_database(settings) as database:
+                _migrate(database.url, settings)
+        console.print(f"[green]migrated[/green] {database.where}")
 
     @app.command()
     def serve(
         host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
         port: int = typer.Option(8000, help="Port to listen on."),
     ) -> None:
-        """Run the HTTP API (migrates first; embedded PostgreSQL when no DATABASE_URL)."""
-        import uvicorn
+        """Run the HTTP API (migrates first; embedded PostgreSQL when no DATABASE_URL).
+
+        SIGTERM, SIGINT or SIGHUP stop it gracefully: requests in flight get
+        CONVO_SHUTDOWN_TIMEOUT_S seconds to finish, then the embedded
+        PostgreSQL (if any) is stopped. Logs are JSON lines on stderr
+        (CONVO_LOG_FORMAT=text for plain lines)."""
+        import logging.config
 
         from api.app import create_app
+        from api.logging import logging_config
+        from api.server import serve as run_server
         from store.runtime import open_database
 
-        settings = Settings.from_env()
-        with open_database(settings) as database:
-            _migrate(database.url, settings)
-            console.print(f"database: {database.where}")
-            uvicorn.run(create_app(settings, database_url=database.url), host=host, port=port)
+        with database_errors("serve"):
+            settings = load_settings()
+            with open_database(settings) as database:
+                # Once the database answers: a start-up failure stays one line.
+                logging.config.dictConfig(logging_config(settings))
+                log = logging.getLogger("convo.server")
+                _migrate(database.url, settings)
+                log.info(
+                    "serving on http://%s:%s, database %s",
+                    host,
+                    port,
+                    database.where,
+                    extra={"host": host, "port": port, "database": database.where},
+                )
+                app = create_app(settings, database_url=database.url)
+                server = run_server(app, settings, host=host, port=port)
+            log.info("stopped by %s", server.stopped_by or "the server")
 
     @app.command()
     def demo() -> None:
@@ -59,10 +86,11 @@ def register(app: typer.Typer) -> None:
         from store.demo import run_demo
         from store.runtime import open_database
 
-        settings = Settings.from_env()
-        with open_database(settings) as database:
-            _migrate(database.url, settings)
-            asyncio.run(run_demo(database.url, settings, where=database.where))
+        with database_errors("demo"):
+            settings = load_settings()
+            with open_database(settings) as database:
+                _migrate(database.url, settings)
+                asyncio.run(run_demo(database.url, settings, where=database.where))
 
 
 def register_rebuild(app: typer.Typer) -> None:
@@ -86,9 +114,8 @@ def register_rebuild(app: typer.Typer) -> None:
         except ValueError:
             console.print(f"[red]not a conversation id:[/red] {conversation}")
             raise typer.Exit(2) from None
-        settings = Settings.from_env()
 
-        async def run(url: str) -> None:
+        async def run(url: str, settings: Settings) -> None:
             storage = await open_storage(url, settings)
             try:
                 total = await storage.count_events(target)
@@ -110,6 +137,8 @@ def register_rebuild(app: typer.Typer) -> None:
             finally:
                 await storage.close()
 
-        with open_database(settings) as database:
-            _migrate(database.url, settings)
-            asyncio.run(run(database.url))
+        with database_errors("rebuild"):
+            settings = load_settings()
+            with open_database(settings) as database:
+                _migrate(database.url, settings)
+                asyncio.run(run(database.url, settings))

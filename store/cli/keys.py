@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from store.cli.errors import database_errors, load_settings
 from store.settings import Settings
 
 if TYPE_CHECKING:
@@ -29,24 +30,25 @@ keys_app = typer.Typer(
 )
 
 
-def _run(action: Callable[[AsyncEngine], Awaitable[T]]) -> T:
-    """Open the database (embedded when no DATABASE_URL), migrate, run `action(engine)`."""
+def _run(command: str, action: Callable[[AsyncEngine], Awaitable[T]]) -> T:
+    """Open the database (embedded when no DATABASE_URL), migrate, run
+    `action(engine)`; a database problem is one line and exit code 1."""
     from store.cli.db import _migrate
     from store.db import make_async_engine
     from store.runtime import open_database
 
-    settings = Settings.from_env()
-
-    async def run(url: str) -> T:
+    async def run(url: str, settings: Settings) -> T:
         engine = make_async_engine(url, settings, pool_size=1, max_overflow=0)
         try:
             return await action(engine)
         finally:
             await engine.dispose()
 
-    with open_database(settings) as database:
-        _migrate(database.url, settings)
-        return asyncio.run(run(database.url))
+    with database_errors(f"keys {command}"):
+        settings = load_settings()
+        with open_database(settings) as database:
+            _migrate(database.url, settings)
+            return asyncio.run(run(database.url, settings))
 
 
 @keys_app.command("create")
@@ -58,7 +60,7 @@ def create(
     from store.api_keys import create_key
 
     try:
-        key_id, plaintext = _run(lambda engine: create_key(engine, tenant, name))
+        key_id, plaintext = _run("create", lambda engine: create_key(engine, tenant, name))
     except ValueError as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from None
@@ -76,7 +78,7 @@ def list_(
     """List keys (never the keys themselves: their first characters)."""
     from store.api_keys import list_keys
 
-    keys = _run(lambda engine: list_keys(engine, tenant))
+    keys = _run("list", lambda engine: list_keys(engine, tenant))
     table = Table(title="API keys")
     for column in ("id", "tenant", "name", "key", "created", "status"):
         table.add_column(column, overflow="fold")
@@ -106,7 +108,7 @@ def revoke(
     except ValueError:
         console.print(f"[red]not a key id:[/red] {key_id}")
         raise typer.Exit(2) from None
-    if not _run(lambda engine: revoke_key(engine, target)):
+    if not _run("revoke", lambda engine: revoke_key(engine, target)):
         console.print(f"[red]no active key with id[/red] {key_id}")
         raise typer.Exit(1)
     console.print(f"[green]revoked[/green] key {key_id}")

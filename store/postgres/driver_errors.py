@@ -141,9 +141,6 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         # (conversation_id, version): the backstop of the stream row lock.
         "pk_events": _lost_race,
         "ck_events_version_positive": _bug,
-        # Conversations are never deleted (a tombstone stays), so an event
-        # without its conversation row skipped the stream lock: a bug.
-        "fk_events_conversation_id_conversations": _bug,
         "pk_append_requests": _key_raced,
         # store.projections.tables: maintained under the row lock
         "pk_messages": _bug,
@@ -165,6 +162,8 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "uq_events_client_id": _client_id_reused,
         "pk_conversation_heads": _bug,
         "uq_messages_sort_key": _bug,
+        # An event without its conversation row would have skipped the stream lock.
+        "fk_events_conversation_id_conversations": _bug,
     }
 )
 RETIRED_CONSTRAINTS: Final = frozenset(
@@ -173,6 +172,7 @@ RETIRED_CONSTRAINTS: Final = frozenset(
         "uq_events_client_id",
         "pk_conversation_heads",
         "uq_messages_sort_key",
+        "fk_events_conversation_id_conversations",
     }
 )
 

@@ -15,15 +15,14 @@ is what a hostile client sends; `1e400` is sent as raw text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.api.conftest import new_conversation
 
@@ -68,7 +67,8 @@ def deep(depth: int, where: str) -> Callable[[], bytes]:
     deep, as text: the client's own JSON encoder would overflow first."""
     value = '{"a": ' * (depth - 1) + "{}" + "}" * (depth - 1)
     if where == "arguments":
-        message = f'{{"role": "assistant", "content": "", "tool_calls": [{{"id": "c9", "name": "ls", "arguments": {value}}}]}}'
+        call = f'{{"id": "c9", "name": "ls", "arguments": {value}}}'
+        message = f'{{"role": "assistant", "content": "", "tool_calls": [{call}]}}'
     else:
         message = f'{{"role": "user", "content": "x", "metadata": {value}}}'
     return raw(f'{{"messages": [{message}]}}')
@@ -151,7 +151,11 @@ CASES: list[Case] = [
         field="value",
     ),
     Case(
-        "nul-system-prompt", "agents/main", {"system_prompt": NUL}, method="PUT", field="system_prompt"
+        "nul-system-prompt",
+        "agents/main",
+        {"system_prompt": NUL},
+        method="PUT",
+        field="system_prompt",
     ),
     Case("nul-replace", "messages/1", {"content": NUL}, method="PUT", field="content"),
     Case(
@@ -240,8 +244,12 @@ CASES: list[Case] = [
     ),
     Case("lone-url-agent", "agents/%ED%A0%80", {}, method="PUT", field="path"),
     Case("lone-query-agent", "window?agent_id=%ED%A0%80", method="GET", field="query"),
-    Case("invalid-utf8-body", M, lambda: b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}]}',
-         field="body"),
+    Case(
+        "invalid-utf8-body",
+        M,
+        lambda: b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}]}',
+        field="body",
+    ),
     # --- numbers that are not JSON numbers ---------------------------------------------
     Case("nan-expected-version", M, append(user(), expected_version=NAN), field="expected_version"),
     Case("infinity-token-estimate", M, append(user(token_estimate=INF)), field="token_estimate"),
@@ -273,8 +281,13 @@ CASES: list[Case] = [
         {"id": NEW_ID, "metadata": {"x": NAN}},
         field="metadata",
     ),
-    Case("nan-slot-version", S, {"value": "x", "expected_version": NAN}, method="PUT",
-         field="expected_version"),
+    Case(
+        "nan-slot-version",
+        S,
+        {"value": "x", "expected_version": NAN},
+        method="PUT",
+        field="expected_version",
+    ),
     # --- integers past the columns' ranges ------------------------------------------
     Case("batch-query-past-int", f"window?batch={BIG32}", method="GET", field="batch"),
     Case("batch-query-negative", "window?batch=-1", method="GET", field="batch"),
@@ -284,24 +297,48 @@ CASES: list[Case] = [
     Case("first-past-bigint", f"roles/user?first={BIG}&last={BIG}", method="GET", field="first"),
     Case("token-estimate-past-int", M, append(user(token_estimate=BIG32)), field="token_estimate"),
     Case("token-estimate-negative", M, append(user(token_estimate=-5)), field="token_estimate"),
-    Case("expected-version-past-bigint", M, append(user(), expected_version=BIG),
-         field="expected_version"),
-    Case("rollback-past-int", "batches", {"operation": "rollback_to_batch", "batch": BIG32},
-         field="batch"),
-    Case("keep-last-past-bigint", "batches", {"operation": "truncate", "keep_last": BIG},
-         field="keep_last"),
+    Case(
+        "expected-version-past-bigint",
+        M,
+        append(user(), expected_version=BIG),
+        field="expected_version",
+    ),
+    Case(
+        "rollback-past-int",
+        "batches",
+        {"operation": "rollback_to_batch", "batch": BIG32},
+        field="batch",
+    ),
+    Case(
+        "keep-last-past-bigint",
+        "batches",
+        {"operation": "truncate", "keep_last": BIG},
+        field="keep_last",
+    ),
     # --- loose types ---------------------------------------------------------------------
-    Case("expected-version-string", M, append(user(), expected_version="1"),
-         field="expected_version"),
-    Case("expected-version-bool", M, append(user(), expected_version=True),
-         field="expected_version"),
-    Case("expected-version-float", M, append(user(), expected_version=1.0),
-         field="expected_version"),
+    Case(
+        "expected-version-string", M, append(user(), expected_version="1"), field="expected_version"
+    ),
+    Case(
+        "expected-version-bool", M, append(user(), expected_version=True), field="expected_version"
+    ),
+    Case(
+        "expected-version-float", M, append(user(), expected_version=1.0), field="expected_version"
+    ),
     Case("token-estimate-string", M, append(user(token_estimate="5")), field="token_estimate"),
-    Case("is-error-string", M, append({"role": "tool", "tool_call_id": "call_1", "content": "x",
-                                       "is_error": "yes"}), field="is_error"),
-    Case("sub-agent-string", "agents/helper", {"is_sub_agent": "true"}, method="PUT",
-         field="is_sub_agent"),
+    Case(
+        "is-error-string",
+        M,
+        append({"role": "tool", "tool_call_id": "call_1", "content": "x", "is_error": "yes"}),
+        field="is_error",
+    ),
+    Case(
+        "sub-agent-string",
+        "agents/helper",
+        {"is_sub_agent": "true"},
+        method="PUT",
+        field="is_sub_agent",
+    ),
     # --- depth -------------------------------------------------------------------------------
     Case(
         "arguments-500-deep",
@@ -331,15 +368,28 @@ CASES: list[Case] = [
         {"id": NEW_ID, "metadata": {"k": "x" * 100_000}},
         field="metadata",
     ),
-    Case("201-char-call-id", M, append(assistant_calling(call(id="c" * 201))),
-         field="tool_calls.0.id"),
-    Case("201-char-client-id", M, append(user(client_message_id="u" * 201)),
-         field="client_message_id"),
+    Case(
+        "201-char-call-id",
+        M,
+        append(assistant_calling(call(id="c" * 201))),
+        field="tool_calls.0.id",
+    ),
+    Case(
+        "201-char-client-id",
+        M,
+        append(user(client_message_id="u" * 201)),
+        field="client_message_id",
+    ),
     Case("101-char-agent-id", M, append(user(agent_id="a" * 101)), field="agent_id"),
     Case("control-char-agent-id", M, append(user(agent_id="a\nb")), field="agent_id"),
     Case("101-char-url-agent", "agents/" + "a" * 101, {}, method="PUT", field="agent_id"),
-    Case("101-char-slot-name", "agents/main/slots/" + "s" * 101, {"value": "x"}, method="PUT",
-         field="slot"),
+    Case(
+        "101-char-slot-name",
+        "agents/main/slots/" + "s" * 101,
+        {"value": "x"},
+        method="PUT",
+        field="slot",
+    ),
     Case(
         "201-char-idempotency-key",
         M,
@@ -348,13 +398,23 @@ CASES: list[Case] = [
         field="Idempotency-Key",
     ),
     Case("oversized-slot", S, {"value": "x" * 1_000_001}, method="PUT", field="value"),
-    Case("oversized-system-prompt", "agents/main", {"system_prompt": "x" * 1_000_001},
-         method="PUT", field="system_prompt"),
-    Case("1001-todo-items", "agents/main/slots/todo",
-         {"value": [{"id": str(i), "content": "x"} for i in range(1001)]}, method="PUT",
-         field="value"),
-    Case("1001-text-parts", M, append(user([{"type": "text", "text": "x"}] * 1001)),
-         field="content"),
+    Case(
+        "oversized-system-prompt",
+        "agents/main",
+        {"system_prompt": "x" * 1_000_001},
+        method="PUT",
+        field="system_prompt",
+    ),
+    Case(
+        "1001-todo-items",
+        "agents/main/slots/todo",
+        {"value": [{"id": str(i), "content": "x"} for i in range(1001)]},
+        method="PUT",
+        field="value",
+    ),
+    Case(
+        "1001-text-parts", M, append(user([{"type": "text", "text": "x"}] * 1001)), field="content"
+    ),
 ]
 
 

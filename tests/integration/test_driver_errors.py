@@ -133,10 +133,17 @@ async def test_a_check_violation_is_a_storage_error_that_quotes_nothing(
     assert SECRET not in log_records.text
 
 
-async def test_an_event_without_its_conversation_is_a_storage_error(
+async def test_a_foreign_key_violation_is_a_storage_error(
     engine: AsyncEngine, cid: uuid.UUID
 ) -> None:
-    _, ours = await _fails(engine, [_event(cid, 1)], cid)
+    # No table of ours has a foreign key any more (events are written under
+    # the stream lock); a violation of one, e.g. an operator's, is a bug.
+    statements: list[Statement] = [
+        ("CREATE TEMP TABLE parent (id int PRIMARY KEY)", {}),
+        ("CREATE TEMP TABLE child (id int REFERENCES parent (id))", {}),
+        ("INSERT INTO child VALUES (1)", {}),
+    ]
+    _, ours = await _fails(engine, statements, cid)
     assert isinstance(ours, StorageError)
     assert ours.sqlstate == "23503"
 

@@ -359,7 +359,7 @@ seqs = st.integers(min_value=1, max_value=MAX_INT)
 roles = st.sampled_from(ROLES)
 # Text that can be stored (store.inputs: no NUL, no lone surrogate), and
 # identifiers (printable).
-texts = st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=20)
+texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20)
 identifiers = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=20)
 messages = st.builds(
     Message,

@@ -1,0 +1,121 @@
+"""ASGI middleware: what happens to every request before and after a route.
+
+From the outside in (`api.app.create_app` adds them in this order):
+
+    RequestContext   an id for the request (`X-Request-ID`: the client's, if
+                     it is a sane one, else a new one), echoed in the
+                     response and on every log line; one access line per
+                     request (method, route path, status, duration)
+    CatchAll         (`api.errors`) an exception no handler took becomes a
+                     JSON 500, sent as an ordinary response
+    RequestLimits    a URL whose %-escapes are not UTF-8 is a 422; a body
+                     over `max_body_bytes` is a 413, refused on its
+                     Content-Length before a byte is read, or, sent without
+                     one, as soon as the bytes received pass the limit
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from urllib.parse import unquote_to_bytes
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import BodyTooLarge, error_response, route_path
+from api.logging import request_id
+
+REQUEST_ID_HEADER = "X-Request-ID"
+MAX_REQUEST_ID_CHARS = 200
+
+_access = logging.getLogger("convo.access")
+
+
+def _client_request_id(scope: Scope) -> str | None:
+    """The client's `X-Request-ID`, if it is 1–200 visible ASCII characters."""
+    value = Headers(scope=scope).get(REQUEST_ID_HEADER)
+    if value and len(value) <= MAX_REQUEST_ID_CHARS and all("!" <= c <= "~" for c in value):
+        return value
+    return None
+
+
+class RequestContext:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = _client_request_id(scope) or uuid.uuid4().hex
+        token = request_id.set(rid)
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = rid
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            _access.info(
+                "%s %s %s",
+                scope["method"],
+                route_path(scope),
+                status,
+                extra={
+                    "method": scope["method"],
+                    "path": route_path(scope),
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                },
+            )
+            request_id.reset(token)
+
+
+def _escapes_problem(raw: bytes) -> str | None:
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return "its %-escapes are not UTF-8"
+    return None
+
+
+class RequestLimits:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw_path = (scope.get("raw_path") or b"").split(b"?", 1)[0]
+        for part, raw in (("path", raw_path), ("query", scope.get("query_string", b""))):
+            if problem := _escapes_problem(raw):
+                response = error_response(422, "ValidationError", f"{part}: {problem}")
+                await response(scope, receive, send)
+                return
+        limit = self.max_body_bytes
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await BodyTooLarge(limit).response()(scope, receive, send)
+            return
+        received = 0
+
+        async def counting() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        await self.app(scope, counting, send)

@@ -1,0 +1,57 @@
+"""How a request body becomes JSON: strictly UTF-8, with clear refusals.
+
+Every router uses `JSONRoute`. Its request parses the body as FastAPI's
+does, with three differences, each a 422 `ValidationError` naming the body
+instead of FastAPI's 400 "There was an error parsing the body":
+
+- the bytes must be UTF-8. (`json.loads` on bytes decodes with
+  `surrogatepass`, so an encoded lone surrogate would get through as text
+  that PostgreSQL cannot store.)
+- JSON nested past what the parser can recurse into is refused, not a
+  RecursionError. (Nesting the store accepts is far shallower:
+  `store.inputs.MAX_JSON_DEPTH`.)
+- a number with more digits than Python converts is refused.
+
+`NaN`, `Infinity` and `1e400` still parse (as floats): the fields they land
+in refuse them, by name (`store.inputs`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+from api.errors import BodyRefused
+
+
+class JSONRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise BodyRefused(f"not valid UTF-8 (byte {error.start})") from None
+            try:
+                self._json = json.loads(text)
+            except RecursionError:
+                raise BodyRefused("JSON nested too deeply") from None
+            except json.JSONDecodeError:
+                raise  # FastAPI answers it: 422 naming the position
+            except ValueError:
+                raise BodyRefused("a number has too many digits") from None
+        return self._json
+
+
+class JSONRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(JSONRequest(request.scope, request.receive))
+
+        return strict

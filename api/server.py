@@ -1,0 +1,83 @@
+"""Running the app under uvicorn, and stopping it cleanly.
+
+SIGTERM (docker stop, systemd, Kubernetes), SIGINT (Ctrl-C) and SIGHUP (the
+terminal went away) all stop the server the same way: it stops accepting
+connections, lets requests in flight finish for up to
+`CONVO_SHUTDOWN_TIMEOUT_S` seconds (then cancels them), runs the app's
+shutdown (the storage's pool is closed), and `serve` returns normally. A
+second signal cuts the wait short.
+
+Returning normally matters. uvicorn's own handling re-raises the signal
+once it has shut down, and SIGTERM's default action then kills the
+process on the spot: the caller's `finally` blocks never run, and the
+embedded PostgreSQL `convo serve` started would keep running with a dead
+process in its list of users (see `store.embedded`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from api.logging import logging_config
+from store.settings import Settings
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_log = logging.getLogger("convo.server")
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, stopped by SIGTERM, SIGINT or SIGHUP without
+    re-raising the signal afterwards."""
+
+    stopped_by: str | None = None
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._stop) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.should_exit:
+            _log.warning("%s again: not waiting for requests in flight", name)
+            self.force_exit = True
+            return
+        _log.info("%s: stopping (requests in flight may take up to the shutdown timeout)", name)
+        self.stopped_by = name
+        self.should_exit = True
+
+
+def config(app: FastAPI, settings: Settings, *, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=logging_config(settings),
+        access_log=False,  # `convo.access` logs requests, with their ids
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
+        server_header=False,
+    )
+
+
+def serve(app: FastAPI, settings: Settings, *, host: str, port: int) -> Server:
+    """Serve `app` until a stop signal; the server, to see how it stopped."""
+    server = Server(config(app, settings, host=host, port=port))
+    server.run()
+    return server

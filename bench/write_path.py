@@ -1,0 +1,527 @@
+"""The append path users call, against the least the same server can do.
+
+Everything goes through the store's public repository (`bench.harness.
+open_repository`: the object `POST /conversations/{id}/messages` calls, minus
+HTTP), never through internals. Each baseline is plain psycopg on its own
+connection(s), in the same process and the same asyncio event loop, against
+the same server in the same run, storing the same JSON (see bench.workload)
+in a plain table `baseline.messages (id bigserial PRIMARY KEY,
+conversation_id uuid, data jsonb)` in its own schema.
+
+- single append: `append_messages(cid, [message], expected_version=v)` with
+  `v` the version the previous append returned, vs `INSERT` + `COMMIT` (psycopg's
+  default transaction handling: BEGIN, INSERT, COMMIT) on an async psycopg
+  connection. For information: the same on a blocking psycopg connection
+  (what asyncio costs the baseline), and a single autocommit INSERT (one round
+  trip: the least a durable single-row append costs on this server). The
+  four take turns within every repetition after a warm-up; medians.
+- 100-message append: one `append_messages` call of 100 messages (user and
+  assistant turns, a tool call and its result every 5th turn) vs `COPY` of the
+  same 100 rows + COMMIT, and vs one multi-row `INSERT` + COMMIT; interleaved,
+  medians.
+- throughput: 1, 8 and 32 concurrent writers, each on its own conversation
+  (no lock contention between them), each making the same fixed number of
+  single-message appends, vs as many async psycopg connections each doing
+  INSERT + COMMIT in a loop; all writers are tasks of this one event loop, so
+  both sides are one Python process on the same cores as the server.
+  Connections are opened (and the store's pool filled) by a warm-up round;
+  rounds alternate which side goes first; medians of appends/s. Share =
+  store/raw.
+- storage: 5,000 single appends (2,000 in a quick run: the figure is per
+  message) to one conversation in a fresh database; the store's size is the
+  growth of every table in the `public` schema (`pg_total_relation_size`:
+  heap, TOAST, indexes, free-space and visibility maps, table by table in
+  `store_growth_by_table`), measured after `VACUUM (ANALYZE)` before and
+  after; the baseline's is its table's size (primary key only, no index on
+  the conversation) after as many INSERT + COMMITs of the same JSON and
+  VACUUM. Dead row versions the store leaves behind (e.g. the conversation's
+  head row, updated by every append) count: after VACUUM their space is
+  reusable but still occupied.
+- profile: cProfile of single appends through the repository, top 20 by
+  cumulative time and by own time, in `profile`.
+
+The store is handed `Message` objects (what the route gets from FastAPI's
+body parsing) and the baseline JSON text, both built before the clock
+starts: HTTP and body parsing are outside both figures.
+
+No figure is asserted; goals are compared in `comparisons`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+import uuid
+from typing import Any
+
+import psycopg
+
+from bench.harness import (
+    bench_database,
+    machine_facts,
+    median_ms,
+    open_repository,
+    profile_calls,
+    quick_mode,
+    raw_async_connection,
+    raw_sync_connection,
+    time_interleaved,
+    vacuum,
+)
+from bench.report import comparison, print_comparisons, print_table, write_results
+from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
+from store.messages import Message
+from store.repository import Repository
+from store.settings import Settings
+
+QUICK = quick_mode()
+SINGLE_REPEATS = 300 if QUICK else 1_000
+SINGLE_WARMUP = 30 if QUICK else 50
+BULK = 100
+BULK_REPEATS = 20 if QUICK else 60
+BULK_WARMUP = 3 if QUICK else 5
+WRITERS = (1, 8, 32)
+PER_WRITER = 50 if QUICK else 200
+ROUNDS = 3
+THROUGHPUT_WARMUP = 10  # appends per writer, 32 writers, both sides
+# The goal's size; quick runs fewer (bytes per message barely depends on it).
+STORAGE_APPENDS = 2_000 if QUICK else 5_000
+PROFILE_APPENDS = 100 if QUICK else 300
+POOL_SIZE = max(WRITERS) + 2
+
+INSERT = f"INSERT INTO {RAW_TABLE} (conversation_id, data) VALUES (%s, %s)"
+COPY = f"COPY {RAW_TABLE} (conversation_id, data) FROM STDIN"
+MULTI_INSERT = f"INSERT INTO {RAW_TABLE} (conversation_id, data) VALUES " + ", ".join(
+    ["(%s, %s)"] * BULK
+)
+
+GOAL_SINGLE = 2.0
+GOAL_BULK_COPY = 3.0
+GOAL_SHARE_32 = 0.70
+GOAL_32_VS_8 = 1.0
+GOAL_STORAGE = 2.0
+
+
+class Stream:
+    """One conversation appended to through the repository, its version tracked
+    as a client would (the version the last append returned)."""
+
+    def __init__(self, repository: Repository, conversation_id: uuid.UUID, version: int) -> None:
+        self.repository = repository
+        self.id = conversation_id
+        self.version = version
+
+    @classmethod
+    async def create(cls, repository: Repository) -> Stream:
+        conversation = await repository.create_conversation(metadata={"bench": "write_path"})
+        return cls(repository, conversation.id, conversation.version)
+
+    async def append(self, messages: list[Message]) -> None:
+        appended = await self.repository.append_messages(
+            self.id, messages, expected_version=self.version
+        )
+        self.version = appended.version
+
+
+async def raw_insert(conn: psycopg.AsyncConnection[Any], cid: uuid.UUID, data: str) -> None:
+    await conn.execute(INSERT, (cid, data))
+    await conn.commit()
+
+
+def setup_raw_table(url: str, settings: Settings) -> None:
+    with raw_sync_connection(url, settings) as conn:
+        for statement in raw_table_ddl(conversation_index=False):
+            conn.execute(statement)
+        conn.commit()
+
+
+# --- single and 100-message appends -----------------------------------------------
+
+
+async def single_append(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
+    stream = await Stream.create(repository)
+    raw = Script(seed=1, tools=False).take(SINGLE_WARMUP + SINGLE_REPEATS)
+    messages, texts = as_messages(raw), as_json(raw)
+    raw_cid, sync_cid, auto_cid = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    conn = await raw_async_connection(url, settings)
+    auto_conn = await raw_async_connection(url, settings)
+    await auto_conn.set_autocommit(True)
+    sync_conn = raw_sync_connection(url, settings)
+    try:
+
+        async def store(i: int) -> None:
+            await stream.append([messages[i]])
+
+        async def raw_async(i: int) -> None:
+            await raw_insert(conn, raw_cid, texts[i])
+
+        async def raw_sync(i: int) -> None:
+            sync_conn.execute(INSERT, (sync_cid, texts[i]))
+            sync_conn.commit()
+
+        async def raw_autocommit(i: int) -> None:
+            await auto_conn.execute(INSERT, (auto_cid, texts[i]))
+
+        samples = await time_interleaved(
+            {
+                "store": store,
+                "raw": raw_async,
+                "raw_sync": raw_sync,
+                "raw_autocommit": raw_autocommit,
+            },
+            SINGLE_REPEATS,
+            SINGLE_WARMUP,
+        )
+    finally:
+        await conn.close()
+        await auto_conn.close()
+        sync_conn.close()
+    return {
+        "repeats": SINGLE_REPEATS,
+        "warmup": SINGLE_WARMUP,
+        "message_chars_median": sorted(len(t) for t in texts)[len(texts) // 2],
+        "store_median_ms": median_ms(samples["store"]),
+        "raw_insert_commit_median_ms": median_ms(samples["raw"]),
+        "raw_sync_insert_commit_median_ms": median_ms(samples["raw_sync"]),
+        "raw_autocommit_insert_median_ms": median_ms(samples["raw_autocommit"]),
+    }
+
+
+async def bulk_append(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
+    stream = await Stream.create(repository)
+    script = Script(seed=2, tools=True, prefix="bulk")
+    calls = BULK_WARMUP + BULK_REPEATS
+    raws = [script.take(BULK) for _ in range(calls)]
+    messages = [as_messages(r) for r in raws]
+    texts = [as_json(r) for r in raws]
+    copy_cid, insert_cid = uuid.uuid4(), uuid.uuid4()
+    conn = await raw_async_connection(url, settings)
+    try:
+
+        async def store(i: int) -> None:
+            await stream.append(messages[i])
+
+        async def raw_copy(i: int) -> None:
+            async with conn.cursor() as cursor, cursor.copy(COPY) as copy:
+                for data in texts[i]:
+                    await copy.write_row((copy_cid, data))
+            await conn.commit()
+
+        async def raw_multi_insert(i: int) -> None:
+            params: list[object] = []
+            for data in texts[i]:
+                params += (insert_cid, data)
+            await conn.execute(MULTI_INSERT, params)
+            await conn.commit()
+
+        samples = await time_interleaved(
+            {"store": store, "copy": raw_copy, "insert": raw_multi_insert},
+            BULK_REPEATS,
+            BULK_WARMUP,
+        )
+    finally:
+        await conn.close()
+    store_ms = median_ms(samples["store"])
+    return {
+        "messages_per_call": BULK,
+        "repeats": BULK_REPEATS,
+        "warmup": BULK_WARMUP,
+        "store_median_ms": store_ms,
+        "store_ms_per_message": store_ms / BULK,
+        "raw_copy_commit_median_ms": median_ms(samples["copy"]),
+        "raw_multi_insert_commit_median_ms": median_ms(samples["insert"]),
+    }
+
+
+# --- throughput -----------------------------------------------------------------------
+
+
+class Writers:
+    """`max(WRITERS)` store conversations and as many raw connections. Writer
+    `k` writes the same messages on both sides, every round."""
+
+    def __init__(self, streams: list[Stream], conns: list[psycopg.AsyncConnection[Any]]) -> None:
+        self.streams = streams
+        self.conns = conns
+        self.raw_ids = [uuid.uuid4() for _ in conns]
+
+    def prepare(self, writers: int, per_writer: int) -> list[list[dict[str, Any]]]:
+        return [Script(seed=100 + k, tools=False).take(per_writer) for k in range(writers)]
+
+    async def store(self, writers: int, per_writer: int) -> float:
+        """Appends per second, `writers` concurrent writers."""
+        batches = [as_messages(raw) for raw in self.prepare(writers, per_writer)]
+
+        async def writer(k: int) -> None:
+            for message in batches[k]:
+                await self.streams[k].append([message])
+
+        started = time.perf_counter()
+        await asyncio.gather(*(writer(k) for k in range(writers)))
+        return writers * per_writer / (time.perf_counter() - started)
+
+    async def raw(self, writers: int, per_writer: int) -> float:
+        batches = [as_json(raw) for raw in self.prepare(writers, per_writer)]
+
+        async def writer(k: int) -> None:
+            for data in batches[k]:
+                await raw_insert(self.conns[k], self.raw_ids[k], data)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(writer(k) for k in range(writers)))
+        return writers * per_writer / (time.perf_counter() - started)
+
+
+async def throughput(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
+    most = max(WRITERS)
+    streams = [await Stream.create(repository) for _ in range(most)]
+    conns = [await raw_async_connection(url, settings) for _ in range(most)]
+    try:
+        writers = Writers(streams, conns)
+        await writers.store(most, THROUGHPUT_WARMUP)  # fills the pool: `most` connections
+        await writers.raw(most, THROUGHPUT_WARMUP)
+        samples: dict[str, dict[int, list[float]]] = {
+            "store": {n: [] for n in WRITERS},
+            "raw": {n: [] for n in WRITERS},
+        }
+        for round_number in range(ROUNDS):
+            for n in WRITERS:
+                sides = ["store", "raw"] if round_number % 2 == 0 else ["raw", "store"]
+                for side in sides:
+                    measure = writers.store if side == "store" else writers.raw
+                    samples[side][n].append(await measure(n, PER_WRITER))
+    finally:
+        for conn in conns:
+            await conn.close()
+
+    by_writers = {}
+    for n in WRITERS:
+        store_rate, raw_rate = (
+            statistics.median(samples["store"][n]),
+            statistics.median(samples["raw"][n]),
+        )
+        by_writers[str(n)] = {
+            "store_appends_per_s": store_rate,
+            "raw_appends_per_s": raw_rate,
+            "share_of_raw": store_rate / raw_rate,
+            "store_samples": samples["store"][n],
+            "raw_samples": samples["raw"][n],
+        }
+    return {
+        "appends_per_writer": PER_WRITER,
+        "rounds": ROUNDS,
+        "pool_size": POOL_SIZE,
+        "writers": by_writers,
+    }
+
+
+# --- storage -----------------------------------------------------------------------------
+
+SIZES = """
+SELECT n.nspname, c.relname,
+       pg_table_size(c.oid), pg_indexes_size(c.oid), pg_total_relation_size(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'm') AND n.nspname = %s
+ORDER BY c.relname
+"""
+
+
+def table_sizes(url: str, settings: Settings, schema: str) -> dict[str, dict[str, int]]:
+    """Bytes per table of `schema`: heap + TOAST + maps, indexes, total."""
+    with raw_sync_connection(url, settings) as conn:
+        rows = conn.execute(SIZES, (schema,)).fetchall()
+    return {
+        name: {"table_and_toast": table, "indexes": indexes, "total": total}
+        for _, name, table, indexes, total in rows
+    }
+
+
+async def storage(settings: Settings) -> dict[str, Any]:
+    raw = Script(seed=3, tools=True, prefix="st").take(STORAGE_APPENDS)
+    messages, texts = as_messages(raw), as_json(raw)
+    with bench_database(settings) as url:
+        setup_raw_table(url, settings)
+        async with open_repository(url, settings) as repository:
+            stream = await Stream.create(repository)
+            vacuum(url, settings)
+            before = table_sizes(url, settings, "public")
+            started = time.perf_counter()
+            for message in messages:
+                await stream.append([message])
+            store_seconds = time.perf_counter() - started
+        conn = await raw_async_connection(url, settings)
+        try:
+            raw_cid = uuid.uuid4()
+            started = time.perf_counter()
+            for data in texts:
+                await raw_insert(conn, raw_cid, data)
+            raw_seconds = time.perf_counter() - started
+        finally:
+            await conn.close()
+        vacuum(url, settings)
+        after = table_sizes(url, settings, "public")
+        baseline = table_sizes(url, settings, "baseline")["messages"]
+    growth = {
+        name: {
+            part: sizes[part] - before.get(name, {}).get(part, 0)
+            for part in ("table_and_toast", "indexes", "total")
+        }
+        for name, sizes in after.items()
+    }
+    store_bytes = sum(g["total"] for g in growth.values())
+    return {
+        "appends": STORAGE_APPENDS,
+        "json_chars_total": sum(len(t) for t in texts),
+        "store_bytes_per_message": store_bytes / STORAGE_APPENDS,
+        "raw_bytes_per_message": baseline["total"] / STORAGE_APPENDS,
+        "store_growth_by_table": {n: g for n, g in growth.items() if g["total"]},
+        "raw_table": baseline,
+        "store_sequential_appends_per_s": STORAGE_APPENDS / store_seconds,
+        "raw_sequential_appends_per_s": STORAGE_APPENDS / raw_seconds,
+    }
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+async def run(url: str, settings: Settings) -> dict[str, Any]:
+    setup_raw_table(url, settings)
+    async with open_repository(url, settings, pool_size=POOL_SIZE) as repository:
+        print("single-message appends ...", flush=True)
+        single = await single_append(repository, url, settings)
+        print("100-message appends ...", flush=True)
+        bulk = await bulk_append(repository, url, settings)
+        print("throughput ...", flush=True)
+        rates = await throughput(repository, url, settings)
+        print("profile ...", flush=True)
+        stream = await Stream.create(repository)
+        raw = Script(seed=4, tools=False).take(PROFILE_APPENDS)
+        messages = as_messages(raw)
+
+        async def append(i: int) -> None:
+            await stream.append([messages[i]])
+
+        cumulative, own = await profile_calls(append, PROFILE_APPENDS)
+    print("storage ...", flush=True)
+    sizes = await storage(settings)
+    return {
+        "quick": QUICK,
+        "single": single,
+        "bulk": bulk,
+        "throughput": rates,
+        "storage": sizes,
+        "profile": {"single_append_cumulative": cumulative, "single_append_own_time": own},
+    }
+
+
+def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    single, bulk = figures["single"], figures["bulk"]
+    writers = figures["throughput"]["writers"]
+    sizes = figures["storage"]
+    rows = [
+        comparison(
+            "single-message append (median)",
+            single["store_median_ms"],
+            single["raw_insert_commit_median_ms"],
+            unit="ms",
+            baseline_name="async psycopg INSERT+COMMIT",
+            goal=("<=", GOAL_SINGLE),
+        ),
+        comparison(
+            "single-message append vs blocking psycopg (info)",
+            single["store_median_ms"],
+            single["raw_sync_insert_commit_median_ms"],
+            unit="ms",
+            baseline_name="blocking psycopg INSERT+COMMIT",
+        ),
+        comparison(
+            "single-message append vs autocommit INSERT (info)",
+            single["store_median_ms"],
+            single["raw_autocommit_insert_median_ms"],
+            unit="ms",
+            baseline_name="async psycopg autocommit INSERT",
+        ),
+        comparison(
+            f"{BULK}-message append, one call (median)",
+            bulk["store_median_ms"],
+            bulk["raw_copy_commit_median_ms"],
+            unit="ms",
+            baseline_name=f"COPY {BULK} rows+COMMIT",
+            goal=("<=", GOAL_BULK_COPY),
+        ),
+        comparison(
+            f"{BULK}-message append vs multi-row INSERT (info)",
+            bulk["store_median_ms"],
+            bulk["raw_multi_insert_commit_median_ms"],
+            unit="ms",
+            baseline_name=f"INSERT {BULK} rows+COMMIT",
+        ),
+    ]
+    for n in WRITERS:
+        w = writers[str(n)]
+        rows.append(
+            comparison(
+                f"throughput, {n} writer{'s' if n > 1 else ''} (share of raw)",
+                w["store_appends_per_s"],
+                w["raw_appends_per_s"],
+                unit="appends/s",
+                baseline_name=f"{n} async psycopg conn. INSERT+COMMIT",
+                goal=(">=", GOAL_SHARE_32) if n == max(WRITERS) else None,
+            )
+        )
+    rows.append(
+        comparison(
+            "throughput, 32 writers vs 8 writers",
+            writers["32"]["store_appends_per_s"],
+            writers["8"]["store_appends_per_s"],
+            unit="appends/s",
+            baseline_name="store, 8 writers",
+            goal=(">=", GOAL_32_VS_8),
+        )
+    )
+    rows.append(
+        comparison(
+            f"storage per message after {STORAGE_APPENDS:,} appends",
+            sizes["store_bytes_per_message"],
+            sizes["raw_bytes_per_message"],
+            unit="bytes",
+            baseline_name="plain jsonb table",
+            goal=("<=", GOAL_STORAGE),
+        )
+    )
+    return rows
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    load_before = os.getloadavg()
+    with bench_database(settings) as url:
+        figures = asyncio.run(run(url, settings))
+        machine = machine_facts(url, settings, load_before)
+    figures["comparisons"] = comparisons(figures)
+    write_results("write_path", figures, notes=__doc__ or "", machine=machine)
+    print_comparisons(
+        f"append path vs raw psycopg ({'quick' if QUICK else 'full'} run)", figures["comparisons"]
+    )
+    growth = figures["storage"]["store_growth_by_table"]
+    print_table(
+        f"store's growth by table after {STORAGE_APPENDS:,} appends (bytes per message)",
+        ["table", "heap+toast", "indexes", "total"],
+        [
+            [
+                name,
+                g["table_and_toast"] / STORAGE_APPENDS,
+                g["indexes"] / STORAGE_APPENDS,
+                g["total"] / STORAGE_APPENDS,
+            ]
+            for name, g in sorted(growth.items(), key=lambda item: -item[1]["total"])
+        ],
+    )
+    print("profile of single appends (top 20 by cumulative time):")
+    print(figures["profile"]["single_append_cumulative"])
+
+
+if __name__ == "__main__":
+    main()
