@@ -57,7 +57,7 @@ from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
 from psycopg.types.json import Jsonb, set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
-from store.codec import decode_message, decode_stored, message_text
+from store.codec import decode_message, decode_stored, decoding, message_text
 from store.commands import Head
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
 from store.errors import ConversationDeleted, ConversationNotFound
@@ -629,7 +629,8 @@ class PostgresStorage:
         _, (rows,) = await self._read(
             conversation_id, tenant, (statement, {"cid": conversation_id, **params})
         )
-        return [_message(r) for r in rows]
+        with decoding():
+            return [_message(r) for r in rows]
 
     async def conversation(self, conversation_id: uuid.UUID, tenant: str) -> Conversation:
         row, _ = await self._read(conversation_id, tenant)
@@ -759,8 +760,10 @@ class PostgresStorage:
             (sql.SLOTS, params),
             (sql.ASSEMBLY_WINDOW, params),
         )
+        with decoding():
+            messages = [decode_message(body, content=edited) for body, edited in window]
         return AssemblyInput(
-            window=[decode_message(body, content=edited) for body, edited in window],
+            window=messages,
             profile=_profile(agent_id, profile),
             slots=slots_from_values(dict(slots)),
         )

@@ -1,0 +1,112 @@
+"""store.codec: what the log keeps of a message, and the message it gives back.
+
+Reads build messages without validating them again, so the property that
+matters is exact: any valid message, encoded and decoded, is the same
+message — equal, with the same JSON and the same field order.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from store.codec import decode_message, decode_stored, encode_message, message_text
+from store.messages import ImagePart, Message, MessageKind, Reasoning, TextPart, ToolCall
+
+text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(
+    str.strip
+)
+ids = st.text(string.ascii_letters + string.digits + "_-:.", min_size=1, max_size=20)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**31), 2**31) | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=6,
+)
+parts = st.lists(
+    st.one_of(
+        st.builds(TextPart, text=text),
+        st.builds(ImagePart, url=st.just("https://example.com/a.png")),
+        st.builds(ImagePart, data=st.just("aGk="), media_type=st.just("image/png")),
+    ),
+    min_size=1,
+    max_size=3,
+).map(tuple)
+calls = st.lists(
+    st.builds(ToolCall, id=ids, name=ids, arguments=st.dictionaries(text, json_values)),
+    max_size=3,
+    unique_by=lambda c: c.id,
+).map(tuple)
+reasoning = st.lists(
+    st.builds(
+        Reasoning,
+        provider=st.sampled_from(["anthropic", "openai", "gemini"]),
+        text=st.none() | text,
+        signature=st.none() | text,
+        redacted=st.booleans(),
+    ),
+    max_size=2,
+).map(tuple)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    role = draw(st.sampled_from(["system", "user", "assistant", "tool"]))
+    fields: dict[str, object] = {
+        "role": role,
+        "content": draw(text | parts),
+        "agent_id": draw(st.sampled_from(["main", "helper"])),
+        "kind": draw(st.sampled_from(list(MessageKind))),
+        "client_message_id": draw(st.none() | ids),
+        "token_estimate": draw(st.none() | st.integers(0, 10_000)),
+        "metadata": draw(st.dictionaries(text, json_values, max_size=2)),
+    }
+    if role == "assistant":
+        fields["tool_calls"] = draw(calls)
+        fields["reasoning"] = draw(reasoning)
+    if role == "tool":
+        fields["tool_call_id"] = draw(ids)
+        fields["is_error"] = draw(st.booleans())
+    return Message.model_validate(fields)
+
+
+@given(messages())
+def test_a_message_survives_the_log(message: Message) -> None:
+    # Through JSON, as the log stores it.
+    stored = json.loads(json.dumps(encode_message(message)))
+    decoded = decode_message(stored)
+    assert decoded == message
+    assert decoded.model_dump_json() == message.model_dump_json()
+    assert list(decoded.__dict__) == list(message.__dict__)
+    assert message_text(stored) == message.text
+
+
+@given(messages(), text | parts)
+def test_an_edited_message_carries_the_edit(message: Message, content: object) -> None:
+    stored = json.loads(json.dumps(encode_message(message)))
+    edit = json.loads(json.dumps(Message(role="user", content=content).model_dump(mode="json")))
+    decoded = decode_stored(
+        stored,
+        seq=3,
+        batch=1,
+        role_ordinal=2,
+        recorded_at=None,
+        edited_content=edit["content"],
+        token_estimate=7,
+    )
+    assert decoded.edited
+    assert decoded.token_estimate == 7
+    assert decoded.as_message() == message.model_copy(
+        update={"content": Message(role="user", content=content).content, "token_estimate": 7}
+    )
+
+
+def test_defaults_are_left_out_but_role_and_kind_stay() -> None:
+    message = Message(role="user", content="hi")
+    assert encode_message(message) == {"role": "user", "content": "hi", "kind": "input"}
+    # A user message is "input" unless said otherwise: an explicit "output"
+    # must survive, so the kind is always kept.
+    output = Message(role="user", content="hi", kind=MessageKind.OUTPUT)
+    assert decode_message(encode_message(output)).kind is MessageKind.OUTPUT
