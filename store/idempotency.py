@@ -5,7 +5,7 @@ An agent that retries after a timeout sends the same messages with the same
 content, the retry is answered with the stored messages and nothing is
 written; a mix of known and new ids, or a known id with other content, is
 an `IdempotencyConflict` rather than a guess. (Retries by idempotency key
-are recognised by the request's hash; see `store.log.find_request`.)
+are recognised by the request's hash; see `store.repository`.)
 """
 
 from __future__ import annotations

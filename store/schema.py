@@ -76,7 +76,7 @@ events = Table(
     metadata,
     # Global position: from a sequence, so it has gaps and is NOT commit
     # order. Readers of the global feed order by (transaction_id, position);
-    # see store.log for why.
+    # see store.postgres.feed for why.
     Column("position", BigInteger, Identity(always=True), nullable=False),
     # No foreign key to `conversations`: every event is written under its
     # stream row's lock, and stream rows are never deleted (a deletion leaves

@@ -62,7 +62,7 @@ class Settings:
     database_url: str | None
     # Every connection sets these. Appends are short; a statement or a lock
     # wait that runs long means something is wrong, and an idle transaction
-    # holds back the global feed for every reader (see store.log).
+    # holds back the global feed for every reader (see store.postgres.feed).
     statement_timeout_ms: int = 30_000
     lock_timeout_ms: int = 5_000
     idle_in_transaction_timeout_ms: int = 60_000
