@@ -115,7 +115,7 @@ class ConversationArchived(_Event):
     type: Literal["conversation_archived"] = "conversation_archived"
 
 
-class ConversationDeleted(_Event):
+class ConversationPurged(_Event):
     """The conversation's events and projection rows were purged; this event
     (no content) is all that remains, so feed readers can purge too."""
 
@@ -130,7 +130,7 @@ DomainEvent = Annotated[
     | ContextSlotUpdated
     | BatchStarted
     | ConversationArchived
-    | ConversationDeleted,
+    | ConversationPurged,
     Field(discriminator="type"),
 ]
 

@@ -42,12 +42,10 @@ from store.errors import (
 from store.events import (
     BatchStarted,
     ConversationArchived,
+    ConversationPurged,
     ConversationStarted,
     DomainEvent,
     MessageAppended,
-)
-from store.events import (
-    ConversationDeleted as ConversationDeletedEvent,
 )
 from store.idempotency import client_ids, replay_by_client_ids, request_hash
 from store.inputs import idempotency_key_problem
@@ -251,7 +249,7 @@ class Repository:
         async with self.storage.writing(conversation_id, self.tenant) as session:
             stream = self._writable(conversation_id, session.stream)
             await session.purge()
-            await self._record(session, stream, [ConversationDeletedEvent()])
+            await self._record(session, stream, [ConversationPurged()])
 
     # --- writes ----------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from store.events import (
     BatchStarted,
     ContextSlotUpdated,
     ConversationArchived,
-    ConversationDeleted,
+    ConversationPurged,
     ConversationStarted,
     DomainEvent,
     MessageAppended,
@@ -175,7 +175,7 @@ class Archive:
 
 @dataclass(frozen=True, kw_only=True)
 class PurgeViews:
-    """`ConversationDeleted`: every view row of the conversation goes."""
+    """`ConversationPurged`: every view row of the conversation goes."""
 
 
 Step = (
@@ -272,7 +272,7 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
                 steps.append(_slot_step(event, item.version))
             case ConversationArchived():
                 steps.append(Archive(archived_at=item.recorded_at))
-            case ConversationDeleted():
+            case ConversationPurged():
                 steps.append(PurgeViews())
                 counts = dict.fromkeys(ROLES, 0)
                 next_seq, current_batch = 1, 1

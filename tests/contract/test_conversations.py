@@ -13,7 +13,7 @@ from store.errors import (
     ConversationDeleted,
     ConversationNotFound,
 )
-from store.events import ConversationDeleted as ConversationDeletedEvent
+from store.events import ConversationPurged
 from store.postgres import PostgresStorage
 from store.projections.tables import PROJECTION_TABLES
 from store.records import StreamState
@@ -191,7 +191,7 @@ async def test_delete_purges_postgres_rows(
         )
         remaining = await cursor.fetchall()
     # Only the content-free tombstone event remains, for feed readers.
-    assert [tuple(r) for r in remaining] == [(5, ConversationDeletedEvent().type, {})]
+    assert [tuple(r) for r in remaining] == [(5, ConversationPurged().type, {})]
 
 
 async def test_other_tenants_cannot_see_or_touch_a_conversation(
