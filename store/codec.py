@@ -191,6 +191,17 @@ def decode_stored(
     return _build(StoredMessage, fields)
 
 
+def stored_from(
+    message: Message, *, seq: int, batch: int, role_ordinal: int, recorded_at: datetime
+) -> StoredMessage:
+    """A just-appended `message` as stored (it was validated on the way in)."""
+    values = message.__dict__.copy()
+    values.update(
+        seq=seq, batch=batch, role_ordinal=role_ordinal, recorded_at=recorded_at, edited=False
+    )
+    return _build(StoredMessage, values)
+
+
 def message_text(data: Mapping[str, Any], content: Any = None) -> str:
     """A stored message's text (`Message.text`), without building the message."""
     if content is None:

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from store import commands
 from store import window as win
+from store.codec import stored_from
 from store.commands import Limits
 from store.context import AgentProfile, ContextSlots, TodoItem
 from store.errors import (
@@ -650,13 +651,12 @@ def _stored(recorded: Sequence[Recorded], stream: StreamRow) -> list[StoredMessa
         message = event.message
         ordinals[message.role] += 1
         stored.append(
-            StoredMessage.model_construct(
-                **dict(message),
+            stored_from(
+                message,
                 seq=event.seq,
                 batch=event.batch,
                 role_ordinal=ordinals[message.role],
                 recorded_at=item.recorded_at,
-                edited=False,
             )
         )
     return stored

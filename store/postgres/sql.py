@@ -306,7 +306,14 @@ def append_cte(*, with_messages: bool, calls: bool, answers: bool, request: bool
     """
     parts = [("ev", INSERT_EVENTS)]
     if with_messages:
-        parts += [("ms", INSERT_MESSAGES), ("ri", INSERT_ROLE_INDEX), ("bm", INSERT_MEMBERS)]
+        # The message rows are decoded from JSON once, for the three tables.
+        rows = f"SELECT * FROM {_MESSAGE_ROWS}"
+        parts += [
+            ("x", rows),
+            ("ms", INSERT_MESSAGES.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
+            ("ri", INSERT_ROLE_INDEX.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
+            ("bm", INSERT_MEMBERS.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
+        ]
     if calls:
         parts.append(("tc", INSERT_CALLS))
     if answers:
