@@ -9,7 +9,8 @@ files; plug in a real tokenizer by passing any `TokenCounter`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from store.messages import ImagePart, Message
 
@@ -27,15 +28,27 @@ def approximate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def estimate_message_tokens(message: Message, count: TokenCounter = approximate_tokens) -> int:
+def arguments_text(arguments: dict[str, Any]) -> str:
+    """A tool call's arguments as the estimate counts them: JSON, sorted keys."""
+    return _sorted_json(arguments)
+
+
+def estimate_message_tokens(
+    message: Message,
+    count: TokenCounter = approximate_tokens,
+    *,
+    arguments: Sequence[str] | None = None,
+) -> int:
+    """`arguments`: each tool call's `arguments_text`, when the caller has them."""
     content = message.content
     if isinstance(content, str):
         total = MESSAGE_OVERHEAD + count(content)
     else:
         total = MESSAGE_OVERHEAD + count(message.text)
         total += IMAGE_TOKENS * sum(isinstance(p, ImagePart) for p in content)
-    for call in message.tool_calls:
-        total += count(call.name) + count(_sorted_json(call.arguments))
+    for k, call in enumerate(message.tool_calls):
+        text = arguments[k] if arguments is not None else _sorted_json(call.arguments)
+        total += count(call.name) + count(text)
     for block in message.reasoning:
         total += count(block.text or "")
     return total

@@ -109,18 +109,23 @@ def assemble(
         history, folded = inline_reminders(history)
         repairs.extend(folded)
         costs = None  # a user message may have changed
-    if costs is None:
-        costs = estimate_messages_tokens(history, count)
 
     at = special_block_index(history, policy=options.policy, n=options.effective_n)
     placed = [*history[:at], *block, *history[at:]]
     offset = 1 if system is not None else 0
-    prefix = stable_prefix(
+    before_block = at if block else len(history)
+    # Without costs yet, the prefix's are estimated in the fingerprint's pass.
+    prefix, prefix_tokens = stable_prefix(
         format=provider.value,
         system_prompt=choice.text,
-        prefix=history[:at] if block else history,
+        prefix=history[:before_block],
         count=count,
-        costs=costs[:at] if block else costs,
+        costs=None if costs is None else costs[:before_block],
+    )
+    history_tokens = (
+        sum(costs)
+        if costs is not None
+        else prefix_tokens + sum(estimate_messages_tokens(history[before_block:], count))
     )
 
     to_render = placed
@@ -146,7 +151,7 @@ def assemble(
             distance_from_end=len(history) - at if block else None,
         ),
         repairs=all_repairs,
-        token_estimate=fixed + sum(costs),
+        token_estimate=fixed + history_tokens,
         message_count=len(neutral),
         stable_prefix=prefix,
         cache_breakpoints=rendered.cache_breakpoints,

@@ -19,16 +19,18 @@ batch and timestamps does not. With LF a line feed:
            | "p" F(JSON of the parts)   when it is a list of parts
 
 where F(None) is "-" and F(s) is len(s) (in code points) ":" s; calls is
-"" without tool calls, else the JSON of [[id, name, arguments], ...];
-reasoning is "" without reasoning, else the JSON of each block's
-`model_dump(mode="json")`; the parts likewise. JSON here is compact (no
-whitespace), with sorted keys (Postgres JSONB reorders them) and non-ASCII
-kept. Role, kind and the flag never contain LF and everything else is
-length-prefixed, so the text reads back one way only: a change to any
-provider-visible field, or to the order of the messages, changes the text
-and so the fingerprint. Nothing depends on the process (no `hash()`, no
-object identity), so the same prefix gives the same fingerprint in any
-process.
+"" without tool calls, else F(id) F(name) F(arguments) of each call, in
+order, the arguments as `store.tokens.arguments_text` writes them
+(`json.dumps(arguments, sort_keys=True)`, the text the token estimate
+counts); reasoning is "" without reasoning, else the compact JSON (no
+whitespace, sorted keys, non-ASCII kept) of the list of each block's
+`model_dump(mode="json")`; the parts likewise. Keys are sorted because
+Postgres JSONB reorders them. Role, kind and the flag never contain LF and
+everything else is length-prefixed, so the text reads back one way only: a
+change to any provider-visible field, or to the order of the messages,
+changes the text and so the fingerprint. Nothing depends on the process (no
+`hash()`, no object identity), so the same prefix gives the same
+fingerprint in any process.
 
 Message text is hashed as raw UTF-8, never JSON-escaped, and no message is
 re-serialised through pydantic: that is what keeps a cold build of a long
@@ -45,11 +47,15 @@ from collections.abc import Sequence
 from hashlib import sha256
 from typing import Any
 
-from pydantic_core import to_jsonable_python
-
 from store.assembler.diagnostics import StablePrefix
 from store.messages import Message, ToolCall
-from store.tokens import TokenCounter, estimate_messages_tokens
+from store.tokens import (
+    MESSAGE_OVERHEAD,
+    TokenCounter,
+    approximate_tokens,
+    arguments_text,
+    estimate_message_tokens,
+)
 
 VERSION = "convo-store/stable-prefix/2"
 
@@ -72,28 +78,24 @@ _EXACT = _PROVIDER_FIELDS == _RECORD_FIELDS and set(ToolCall.model_fields) == {
     "arguments",
 }
 
-_compact = json.JSONEncoder(
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=to_jsonable_python
-).encode
-
-
-def _json(value: Any) -> str:
-    try:
-        return _compact(value)
-    except TypeError:
-        # e.g. mixed-type keys in a nested dict, which sort_keys cannot order.
-        return _compact(to_jsonable_python(value))
+_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
 
 
 def _field(text: str | None) -> str:
     return "-" if text is None else f"{len(text)}:{text}"
 
 
-def message_record(message: Message) -> str:
-    """The text one message adds to the fingerprint (see the module docstring)."""
+def _dumps(values: Sequence[Any]) -> str:
+    return _field(_json([value.model_dump(mode="json") for value in values]))
+
+
+def message_record(message: Message, arguments: Sequence[str] | None = None) -> str:
+    """The text one message adds to the fingerprint (see the module docstring).
+
+    `arguments`: each tool call's `arguments_text`, when already computed.
+    """
     if not _EXACT:
-        dump = message.model_dump(mode="json", include=set(_PROVIDER_FIELDS))
-        return "J" + _field(_json(dump))
+        return "J" + _field(_json(message.model_dump(mode="json", include=set(_PROVIDER_FIELDS))))
     kind = message.kind
     try:
         kind_text = kind._value_  # `f"{kind}"` would go through Enum.__format__: slow
@@ -101,22 +103,34 @@ def message_record(message: Message) -> str:
         kind_text = str(kind)
     content = message.content
     calls = message.tool_calls
-    reasoning = message.reasoning
     call_id = message.tool_call_id
+    if calls:
+        texts = arguments if arguments is not None else [arguments_text(c.arguments) for c in calls]
+        calls_field = _field(
+            "".join(
+                f"{_field(call.id)}{_field(call.name)}{_field(text)}"
+                for call, text in zip(calls, texts, strict=True)
+            )
+        )
+    else:
+        calls_field = "0:"
     head = (
         f"{message.role}\n{kind_text}\n{'1' if message.is_error else '0'}\n"
-        f"{'-' if call_id is None else f'{len(call_id)}:{call_id}'}\n"
-        f"{_field(_json([[c.id, c.name, c.arguments] for c in calls])) if calls else '0:'}\n"
-        f"{_field(_json([r.model_dump(mode='json') for r in reasoning])) if reasoning else '0:'}\n"
+        f"{'-' if call_id is None else f'{len(call_id)}:{call_id}'}\n{calls_field}\n"
+        f"{_dumps(message.reasoning) if message.reasoning else '0:'}\n"
     )
     if isinstance(content, str):
         return f"{head}s{len(content)}:{content}\n"
-    return f"{head}p{_field(_json([p.model_dump(mode='json') for p in content]))}\n"
+    return f"{head}p{_dumps(content)}\n"
+
+
+def _header(format: str, system_prompt: str | None) -> bytes:
+    return f"{VERSION}\n{_field(format)}\n{_field(system_prompt)}\n".encode()
 
 
 def fingerprint(*, format: str, system_prompt: str | None, prefix: Sequence[Message]) -> str:
     """The stable-prefix fingerprint (see the module docstring)."""
-    digest = sha256(f"{VERSION}\n{_field(format)}\n{_field(system_prompt)}\n".encode())
+    digest = sha256(_header(format, system_prompt))
     update = digest.update
     for message in prefix:
         update(message_record(message).encode())
@@ -130,13 +144,43 @@ def stable_prefix(
     prefix: Sequence[Message],
     count: TokenCounter,
     costs: Sequence[int] | None = None,
-) -> StablePrefix:
-    """`costs`: the token estimate of each prefix message, when already known."""
-    tokens = sum(estimate_messages_tokens(prefix, count) if costs is None else costs)
+) -> tuple[StablePrefix, int]:
+    """The stable prefix, and the summed token estimate of its messages.
+
+    Without `costs` (each prefix message's estimate, when already known), the
+    estimates are made in the same pass as the fingerprint: each message is
+    read once, and each tool call's arguments are encoded once for both.
+    """
+    if costs is not None:
+        hexdigest = fingerprint(format=format, system_prompt=system_prompt, prefix=prefix)
+        message_tokens = sum(costs)
+    else:
+        digest = sha256(_header(format, system_prompt))
+        update = digest.update
+        approximate = count is approximate_tokens
+        message_tokens = 0
+        for message in prefix:
+            content = message.content
+            if message.tool_calls:
+                texts = [arguments_text(call.arguments) for call in message.tool_calls]
+                message_tokens += estimate_message_tokens(message, count, arguments=texts)
+                update(message_record(message, texts).encode())
+                continue
+            if approximate and content.__class__ is str and not message.reasoning:
+                # estimate_message_tokens(message, approximate_tokens), inline
+                message_tokens += MESSAGE_OVERHEAD + (len(content) + 3) // 4
+            else:
+                message_tokens += estimate_message_tokens(message, count)
+            update(message_record(message).encode())
+        hexdigest = digest.hexdigest()
+    tokens = message_tokens
     if system_prompt is not None:
         tokens += count(system_prompt)
-    return StablePrefix(
-        fingerprint=fingerprint(format=format, system_prompt=system_prompt, prefix=prefix),
-        tokens=tokens,
-        message_count=len(prefix) + (system_prompt is not None),
+    return (
+        StablePrefix(
+            fingerprint=hexdigest,
+            tokens=tokens,
+            message_count=len(prefix) + (system_prompt is not None),
+        ),
+        message_tokens,
     )
