@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("write_path", "read_path", "read_scaling", "cache_reuse")
+BENCHMARKS = ("write_path", "read_path", "processes", "read_scaling", "cache_reuse")
 
 
 def main(names: list[str]) -> None:
