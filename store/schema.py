@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, UUID
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -86,8 +86,10 @@ events = Table(
     Column("version", BigInteger, nullable=False),
     Column("type", Text, nullable=False),
     # The event; a message's body is stored here and only here (the views
-    # reference it: docs/storage.md).
-    Column("data", JSONB, nullable=False),
+    # reference it: docs/storage.md). `json`, not `jsonb`: the log keeps the
+    # compact JSON it was given (validated, not re-encoded): smaller, and
+    # returned as stored, where `jsonb` is rendered again at every read.
+    Column("data", JSON, nullable=False),
     Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     # The writing transaction's id (xid8, stored as bigint: 64-bit xids fit
     # for the next few hundred years and bigint compares and indexes plainly).

@@ -16,6 +16,7 @@ columns. Events are keyed by stream; the views' head moves into the stream row.
 - only inserted messages' sort keys are indexed (an ordinary message's key
   is its seq); `conversations` is indexed by created time, not by the
   updated time every append changes, and keeps room for HOT updates.
+- `events.data` becomes `json` (kept as given, returned as stored).
 - `conversation_heads` becomes `conversations.next_seq` / `current_batch`, and
   each role's message count joins them (`role_counts`).
 
@@ -81,6 +82,8 @@ UPGRADE = [
     "DROP INDEX ix_batch_members_role",
     "ALTER TABLE batch_members DROP COLUMN role, DROP COLUMN agent_id",
     "ALTER TABLE tool_calls DROP COLUMN arguments",
+    # The log keeps JSON as text (see store.schema).
+    "ALTER TABLE events ALTER COLUMN data TYPE json USING data::json",
 ]
 
 # The body as the earlier schema kept it: the appended message with the
@@ -91,6 +94,7 @@ _BODY = (
 )
 
 DOWNGRADE = [
+    "ALTER TABLE events ALTER COLUMN data TYPE jsonb USING data::jsonb",
     "ALTER TABLE tool_calls ADD COLUMN arguments jsonb",
     "UPDATE tool_calls AS t SET arguments = coalesce(("
     " SELECT c -> 'arguments' FROM messages AS m"

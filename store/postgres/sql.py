@@ -43,10 +43,10 @@ CONVERSATION = (
 
 # --- messages ---------------------------------------------------------------------
 
-MESSAGE_COLUMNS = (
-    "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at,"
-    " e.data -> 'message', ed.data -> 'content'"
-)
+# The events' JSON comes back whole (`json` is returned as stored: no
+# server-side rendering, which for `jsonb` was half of a 5,000-row read);
+# the reader takes the message (or an edit's content) out of it.
+MESSAGE_COLUMNS = "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data, ed.data"
 
 MESSAGE_JOINS = (
     " JOIN events AS e ON e.conversation_id = m.conversation_id AND e.version = m.event_version"
@@ -70,7 +70,7 @@ WINDOW = (
 # (a filter reads the text).
 WINDOW_ENTRIES = (
     "SELECT b.seq, b.sort_key, m.role, m.agent_id, m.tool_call_id,"
-    " e.data -> 'message', ed.data -> 'content' FROM batch_members AS b"
+    " e.data, ed.data FROM batch_members AS b"
     " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
     f"{MESSAGE_JOINS}"
     " WHERE b.conversation_id = %(cid)s AND b.batch = %(batch)s ORDER BY b.sort_key"
@@ -148,7 +148,7 @@ MESSAGES_WRITTEN_BY = (
 
 # The assembler's input: the agent's window, bodies only.
 ASSEMBLY_WINDOW = (
-    "SELECT e.data -> 'message', ed.data -> 'content' FROM batch_members AS b"
+    "SELECT e.data, ed.data FROM batch_members AS b"
     " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
     f"{MESSAGE_JOINS}"
     f" WHERE b.conversation_id = %(cid)s AND b.batch = {_CURRENT_BATCH}"
@@ -187,7 +187,7 @@ PENDING_CALLS = (
 # A call's arguments stay in the assistant message's event.
 TOOL_BLOCKS = (
     "SELECT t.call_id, t.tool_name,"
-    " (SELECT c -> 'arguments' FROM jsonb_array_elements(e.data -> 'message' -> 'tool_calls') AS c"
+    " (SELECT c -> 'arguments' FROM json_array_elements(e.data -> 'message' -> 'tool_calls') AS c"
     "  WHERE c ->> 'id' = t.call_id LIMIT 1),"
     " t.agent_id, t.assistant_seq, t.result_seq, t.status, t.is_error"
     " FROM tool_calls AS t"
@@ -222,21 +222,21 @@ REQUEST = (
 
 # --- writing ---------------------------------------------------------------------------
 
-# Rows travel as one JSON array per table (`jsonb_to_recordset`): a handful
+# Rows travel as one JSON array per table (`json_to_recordset`): a handful
 # of parameters whatever the append holds, and JSON is what Python encodes
 # fastest (a dozen typed arrays cost more to adapt than the rest of an append).
-_EVENT_ROWS = "jsonb_to_recordset(%(events)s::jsonb) AS x(version bigint, type text, data jsonb)"
+_EVENT_ROWS = "json_to_recordset(%(events)s::json) AS x(version bigint, type text, data json)"
 _MESSAGE_ROWS = (
-    "jsonb_to_recordset(%(messages)s::jsonb) AS x(seq bigint, event_version bigint,"
+    "json_to_recordset(%(messages)s::json) AS x(seq bigint, event_version bigint,"
     " role_ordinal bigint, batch int, token_estimate int, is_error bool, sort_key numeric,"
     " role text, agent_id text, kind text, tool_call_id text, client_message_id text)"
 )
 _CALL_ROWS = (
-    "jsonb_to_recordset(%(calls)s::jsonb) AS x(call_id text, agent_id text, tool_name text,"
+    "json_to_recordset(%(calls)s::json) AS x(call_id text, agent_id text, tool_name text,"
     " assistant_seq bigint, result_seq bigint, is_error bool)"
 )
 _ANSWER_ROWS = (
-    "jsonb_to_recordset(%(answers)s::jsonb) AS x(call_id text, result_seq bigint, is_error bool)"
+    "json_to_recordset(%(answers)s::json) AS x(call_id text, result_seq bigint, is_error bool)"
 )
 
 INSERT_EVENTS = (

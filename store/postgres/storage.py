@@ -117,14 +117,14 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
 
 
 def _message(row: Row) -> StoredMessage:
-    seq, batch, ordinal, tokens, recorded_at, body, edited = row[:7]
+    seq, batch, ordinal, tokens, recorded_at, appended, edit = row[:7]
     return decode_stored(
-        body,
+        appended["message"],
         seq=seq,
         batch=batch,
         role_ordinal=ordinal,
         recorded_at=recorded_at,
-        edited_content=edited,
+        edited_content=None if edit is None else edit["content"],
         token_estimate=tokens,
     )
 
@@ -460,7 +460,9 @@ def _stored_request(row: Row | None) -> StoredRequest | None:
 
 
 def _window_entry(row: Row) -> WindowEntry:
-    seq, sort_key, role, agent_id, answers, body, edited = row
+    seq, sort_key, role, agent_id, answers, appended, edit = row
+    body = appended["message"]
+    edited = None if edit is None else edit["content"]
     return WindowEntry(
         seq=seq,
         sort_key=Decimal(sort_key),
@@ -761,7 +763,12 @@ class PostgresStorage:
             (sql.ASSEMBLY_WINDOW, params),
         )
         with decoding():
-            messages = [decode_message(body, content=edited) for body, edited in window]
+            messages = [
+                decode_message(
+                    appended["message"], content=None if edit is None else edit["content"]
+                )
+                for appended, edit in window
+            ]
         return AssemblyInput(
             window=messages,
             profile=_profile(agent_id, profile),

@@ -42,7 +42,7 @@ def _conversation(cid: uuid.UUID) -> Statement:
 def _event(cid: uuid.UUID, version: int) -> Statement:
     return (
         "INSERT INTO events (conversation_id, version, type, data)"
-        " VALUES (:cid, :version, 'message_appended', CAST(:data AS jsonb))",
+        " VALUES (:cid, :version, 'message_appended', CAST(:data AS json))",
         {"cid": cid, "version": version, "data": f'{{"text": "{SECRET}"}}'},
     )
 
@@ -167,7 +167,7 @@ async def test_raw_psycopg_errors_in_a_pipeline_translate_the_same(
         await conn.execute(text(sql), params)
     insert = (
         "INSERT INTO events (conversation_id, version, type, data)"
-        " VALUES (%(cid)s, 1, 'message_appended', '{}'::jsonb)"
+        " VALUES (%(cid)s, 1, 'message_appended', '{}'::json)"
     )
 
     async def insert_twice(raw: psycopg.AsyncConnection[Any]) -> None:
