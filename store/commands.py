@@ -119,7 +119,7 @@ async def append_messages(
     return events
 
 
-# --- batch operations (behaviours §4) ------------------------------------------------
+# --- batch operations (docs/behaviours.md §4) ------------------------------------------------
 
 
 async def decide_batch_operation(

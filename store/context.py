@@ -2,7 +2,8 @@
 
 These are state, not messages. The assembler renders them fresh into the
 "special user" block at every build, so a TODO that changed a moment ago is
-what the model sees next (the seeds' last complaint was stale content).
+what the model sees next (stale content was the source systems' last
+complaint: docs/behaviours.md §1).
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ class AgentProfile(_Value):
     """How one agent of a conversation is configured.
 
     `system_prompt` is the agent's custom system prompt; `role_definition`
-    is `mainAgentRole` / `subAgentRole` in the seeds. A sub-agent must have a
-    role definition before a payload is built for it.
+    is `mainAgentRole` / `subAgentRole` in the source systems
+    (docs/behaviours.md §2). A sub-agent must have a role definition before a
+    payload is built for it.
     """
 
     agent_id: AgentId = MAIN_AGENT

@@ -1,6 +1,6 @@
 """Batch operations as values: what a caller asks a batch operation to do.
 
-One frozen, keyword-only model per operation of behaviours §4, joined in
+One frozen, keyword-only model per operation of docs/behaviours.md §4, joined in
 the `BatchOperation` union by its `operation` field. These values are the
 only place an operation's parameters are spelled: the repository runs them
 (`Repository.run_batch_operation`), `store.commands` decides them into

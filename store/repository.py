@@ -367,7 +367,7 @@ class Repository:
         version, _ = await self._command(conversation_id, expected_version, decide)
         return version
 
-    # --- batch operations (behaviours §4) ---------------------------------------
+    # --- batch operations (docs/behaviours.md §4) ---------------------------------------
 
     async def run_batch_operation(
         self,

@@ -1,6 +1,6 @@
 """Batch operations as pure functions over the visible window.
 
-Every context operation of behaviours §4 (truncate, filter, clear,
+Every context operation of docs/behaviours.md §4 (truncate, filter, clear,
 start_batch, insert, rollback) is decided here, on the current visible
 window, with no I/O; `store.commands` calls these whatever the storage,
 so backends cannot disagree. They take the operations as the
