@@ -1,12 +1,12 @@
 FROM python:3.12-slim
 WORKDIR /app
-COPY pyproject.toml constraints.txt README.md alembic.ini ./
+COPY pyproject.toml constraints.txt README.md LICENSE alembic.ini ./
 COPY store ./store
 COPY api ./api
 COPY migrations ./migrations
 # Installed as root (into the image's Python); run as an unprivileged user
 # with a fixed uid, so Kubernetes' runAsNonRoot can check it.
-RUN pip install --no-cache-dir -c constraints.txt . \
+RUN pip install --no-cache-dir -c constraints.txt ".[server,embedded]" \
  && useradd --system --uid 10001 --user-group --create-home --home-dir /home/convo \
         --shell /usr/sbin/nologin convo \
  && mkdir -p /data && chown convo:convo /data

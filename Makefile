@@ -6,15 +6,20 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.install-stamp
+# The peers bench/peers compares the store with live in their own virtualenv,
+# which the project's install never needs (`make bench-peers` creates it).
+PEERS_VENV  := .venv-peers
+PEERS_BIN   := $(PEERS_VENV)/bin
+PEERS_STAMP := $(PEERS_VENV)/.install-stamp
 
-.PHONY: install demo serve test test-unit migrate lint format bench bench-quick clean
+.PHONY: install demo serve test test-unit migrate lint format bench bench-quick bench-peers reliability clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "convo-store needs Python 3.11+ (set PYTHON=python3.11)"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,openai-agents,langchain]'
 	@touch $(STAMP)
 
 demo: install
@@ -45,9 +50,29 @@ format: install
 # bench/results/<name>.json, then docs/benchmarks.md is regenerated.
 bench: install
 	$(BIN)/python -m bench
+	@if [ -x $(PEERS_BIN)/python ]; then $(MAKE) --no-print-directory bench-peers; \
+	else echo "bench: peers skipped ($(PEERS_VENV) does not exist: make bench-peers)"; fi
 
 bench-quick: install
 	CONVO_BENCH_QUICK=1 $(BIN)/python -m bench write_path read_path
+
+# The store against langchain-postgres, the OpenAI Agents SDK, Google ADK and
+# LangGraph on the same server (bench/peers; ~10 min, CONVO_BENCH_QUICK=1 for a
+# first look): installs them (pins: bench/peers_requirements.txt) into
+# $(PEERS_VENV), then writes bench/results/peers.json and docs/benchmarks.md. A
+# peer that fails to install or to run is reported with the reason.
+$(PEERS_STAMP): pyproject.toml constraints.txt bench/peers_requirements.txt bench/peers/install.py
+	@test -x $(PEERS_BIN)/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_BIN)/python bench/peers/install.py
+	@touch $@
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_BIN)/python -m bench peers
+
+# A bounded soak (~5 min; CONVO_SOAK_SECONDS shortens it) of the HTTP service on
+# loopback, database restarted mid-run, then an integrity check (bench/reliability.py).
+reliability: install
+	$(BIN)/python -m bench.reliability
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

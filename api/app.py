@@ -8,10 +8,11 @@ the app uses them from the first request, needs no lifespan run, and never
 closes them.
 
 Every request goes through `api.middleware` (request id, body and URL
-limits) and `api.errors.CatchAll`. `/health` is liveness: the process
+limits, request metrics) and `api.errors.CatchAll`. `/health` is liveness: the process
 answers, nothing else is asked. `/ready` is readiness: the storage answers
 a query (503 with the error body while the database is down), so a load
 balancer stops sending traffic to a replica that cannot serve it.
+`/metrics` is the app's counters in Prometheus' text format (`api.metrics`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
 
 from api.deps import Services, ServicesDep
 from api.errors import CONVERSATION_ERRORS, install_error_handlers
+from api.metrics import CONTENT_TYPE, Metrics, pool_stats
 from api.middleware import RequestContext, RequestLimits
 from api.routes import api_router
 from store.api_keys import tenant_for_key
@@ -33,7 +36,7 @@ from store.settings import Settings, limits_from_settings
 DESCRIPTION = """\
 An event-sourced conversation store for LLM agents.
 
-Every route but `/health` and `/ready` needs an API key (`convo keys create --tenant T
+Every route but `/health`, `/ready` and `/metrics` needs an API key (`convo keys create --tenant T
 --name N`), sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`.
 A key acts for one tenant; another tenant's conversation is a 404.
 Errors are `{"error": {"type": ..., "message": ...}}`.
@@ -46,7 +49,7 @@ TAGS = [
     {"name": "batches", "description": "Visibility windows: start, truncate, filter, roll back."},
     {"name": "reads", "description": "Window, role look-ups, counts, tool blocks."},
     {"name": "assembly", "description": "Provider request payloads."},
-    {"name": "health", "description": "Liveness and readiness (no key needed)."},
+    {"name": "health", "description": "Liveness, readiness and metrics (no key needed)."},
 ]
 
 
@@ -81,10 +84,11 @@ def create_app(
     )
     if services is not None:
         app.state.services = services
+    metrics = app.state.metrics = Metrics()
     # Added innermost first: RequestContext ends up outermost.
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
     install_error_handlers(app)  # and CatchAll, around RequestLimits
-    app.add_middleware(RequestContext)
+    app.add_middleware(RequestContext, metrics=metrics)
     app.include_router(api_router)
 
     @app.get("/health", tags=["health"], summary="Liveness")
@@ -102,5 +106,19 @@ def create_app(
         """The storage answers a query; 503 with Retry-After while it cannot."""
         await services.storage.ping()
         return {"status": "ready"}
+
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        summary="Prometheus metrics",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {}}, "description": "Text format 0.0.4"}},
+    )
+    async def metrics_text() -> PlainTextResponse:
+        """Request counts and latencies by route, storage errors, appends, and the
+        connection pool, in Prometheus' text format."""
+        current: Services | None = getattr(app.state, "services", None)
+        stats = pool_stats(current.storage) if current is not None else None
+        return PlainTextResponse(metrics.render(stats), media_type=CONTENT_TYPE)
 
     return app

@@ -219,8 +219,16 @@ def store_error_response(error: ConvoStoreError) -> JSONResponse:
     return error_response(status, type(error).__name__, message, headers=headers, **extra)
 
 
+def _count(request: Request, error: ConvoStoreError) -> None:
+    """A storage failure, counted in the app's metrics (`api.metrics`)."""
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.storage_error(error)
+
+
 async def _store_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, ConvoStoreError)
+    _count(request, error)
     return store_error_response(error)
 
 
@@ -230,6 +238,7 @@ async def _driver_error(request: Request, error: Exception) -> JSONResponse:
     ours = translate(error, conversation_id=request.path_params.get("conversation_id"))
     if ours is None:
         return await _internal_error(request, error)
+    _count(request, ours)
     return store_error_response(ours)
 
 

@@ -5,7 +5,8 @@ From the outside in (`api.app.create_app` adds them in this order):
     RequestContext   an id for the request (`X-Request-ID`: the client's, if
                      it is a sane one, else a new one), echoed in the
                      response and on every log line; one access line per
-                     request (method, route path, status, duration)
+                     request (method, route path, status, duration), and
+                     the same counted in `api.metrics` when given one
     CatchAll         (`api.errors`) an exception no handler took becomes a
                      JSON 500, sent as an ordinary response
     RequestLimits    a URL whose %-escapes are not UTF-8 is a 422; a body
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import BodyTooLarge, error_response, route_path
 from api.logging import request_id
+from api.metrics import Metrics, metric_route
 
 REQUEST_ID_HEADER = "X-Request-ID"
 MAX_REQUEST_ID_CHARS = 200
@@ -42,8 +44,9 @@ def _client_request_id(scope: Scope) -> str | None:
 
 
 class RequestContext:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,6 +67,9 @@ class RequestContext:
         try:
             await self.app(scope, receive, sending)
         finally:
+            elapsed = time.perf_counter() - started
+            if self.metrics is not None:
+                self.metrics.observe_request(scope["method"], metric_route(scope), status, elapsed)
             _access.info(
                 "%s %s %s",
                 scope["method"],
@@ -73,7 +79,7 @@ class RequestContext:
                     "method": scope["method"],
                     "path": route_path(scope),
                     "status": status,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "duration_ms": round(elapsed * 1000, 1),
                 },
             )
             request_id.reset(token)

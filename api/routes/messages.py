@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from api.deps import RepositoryDep
 from api.errors import WRITE_ERRORS
@@ -35,6 +35,7 @@ async def append_messages(
     conversation_id: uuid.UUID,
     body: MessagesAppend,
     repository: RepositoryDep,
+    request: Request,
     response: Response,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Appended:
@@ -49,6 +50,8 @@ async def append_messages(
     )
     if appended.replayed:
         response.status_code = status.HTTP_200_OK
+    else:
+        request.app.state.metrics.appended(len(appended.messages))
     return appended
 
 

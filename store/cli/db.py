@@ -57,9 +57,17 @@ def register(app: typer.Typer) -> None:
         (CONVO_LOG_FORMAT=text for plain lines)."""
         import logging.config
 
-        from api.app import create_app
-        from api.logging import logging_config
-        from api.server import serve as run_server
+        try:
+            from api.app import create_app
+            from api.logging import logging_config
+            from api.server import serve as run_server
+        except ImportError as error:
+            typer.echo(
+                f"convo serve: the HTTP server is an extra ({error.name} is missing):"
+                " pip install 'convo-store[server]'",
+                err=True,
+            )
+            raise typer.Exit(1) from None
         from store.runtime import open_database
 
         with database_errors("serve"):

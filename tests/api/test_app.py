@@ -30,6 +30,7 @@ ROUTES = {
     ("post", "/conversations/{conversation_id}/assemble"),
     ("get", "/health"),
     ("get", "/ready"),
+    ("get", "/metrics"),
 }
 
 

@@ -1,0 +1,12 @@
+"""Adapters that let agent frameworks keep their history in convo-store.
+
+- `store.adapters.openai_agents.ConvoSession`: the OpenAI Agents SDK
+  `Session` protocol (extra `convo-store[openai-agents]`).
+- `store.adapters.langchain.ConvoChatMessageHistory`: LangChain's
+  `BaseChatMessageHistory` (extra `convo-store[langchain]`).
+
+Both write through `store.repository.Repository`, so they run on
+PostgreSQL or on the in-memory fake alike; the mapping of every item and
+message type is in docs/adapters.md. Importing this package imports
+neither framework.
+"""
