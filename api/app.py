@@ -122,3 +122,13 @@ def create_app(
         return PlainTextResponse(metrics.render(stats), media_type=CONTENT_TYPE)
 
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app a worker process of `convo serve --workers N` builds: settings
+    from the environment, the database the parent opened and migrated."""
+    import os
+
+    from api.server import WORKER_DATABASE_URL
+
+    return create_app(Settings.from_env(), database_url=os.environ[WORKER_DATABASE_URL])

@@ -1,4 +1,5 @@
-"""Running the app under uvicorn, and stopping it cleanly.
+"""Running the app under uvicorn, and stopping it cleanly — in one process,
+or in several worker processes.
 
 SIGTERM (docker stop, systemd, Kubernetes), SIGINT (Ctrl-C) and SIGHUP (the
 terminal went away) all stop the server the same way: it stops accepting
@@ -6,6 +7,14 @@ connections, lets requests in flight finish for up to
 `CONVO_SHUTDOWN_TIMEOUT_S` seconds (then cancels them), runs the app's
 shutdown (the storage's pool is closed), and `serve` returns normally. A
 second signal cuts the wait short.
+
+With `workers` > 1, uvicorn's supervisor starts that many processes on one
+listening socket, each building the app from the environment
+(`api.app.app_from_environment`: every worker its own storage and pool),
+and the same three signals stop them all (SIGHUP too: uvicorn's supervisor
+would restart the workers instead). Several processes are how one host
+uses more than one core: a single event loop spends an append's Python work
+on one (see docs/benchmarks.md, `processes`).
 
 Returning normally matters. uvicorn's own handling re-raises the signal
 once it has shut down, and SIGTERM's default action then kills the
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -26,6 +36,7 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.supervisors.multiprocess import Multiprocess
 
 from api.logging import logging_config
 from store.settings import Settings
@@ -81,3 +92,47 @@ def serve(app: FastAPI, settings: Settings, *, host: str, port: int) -> Server:
     server = Server(config(app, settings, host=host, port=port))
     server.run()
     return server
+
+
+# How `serve_workers` tells its worker processes which database to use.
+WORKER_DATABASE_URL = "CONVO_WORKER_DATABASE_URL"
+
+
+class Supervisor(Multiprocess):
+    """uvicorn's worker supervisor, with SIGHUP stopping like SIGTERM."""
+
+    stopped_by: str | None = None
+
+    def handle_int(self) -> None:
+        self.stopped_by = "SIGINT"
+        super().handle_int()
+
+    def handle_term(self) -> None:
+        self.stopped_by = "SIGTERM"
+        super().handle_term()
+
+    def handle_hup(self) -> None:
+        _log.info("SIGHUP: stopping the workers")
+        self.stopped_by = "SIGHUP"
+        self.should_exit.set()
+
+
+def serve_workers(
+    settings: Settings, *, database_url: str, host: str, port: int, workers: int
+) -> Supervisor:
+    """Serve with `workers` processes until a stop signal."""
+    os.environ[WORKER_DATABASE_URL] = database_url
+    worker_config = uvicorn.Config(
+        "api.app:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_config=logging_config(settings),
+        access_log=False,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
+        server_header=False,
+    )
+    supervisor = Supervisor(worker_config, sockets=[worker_config.bind_socket()])
+    supervisor.run()
+    return supervisor

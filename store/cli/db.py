@@ -48,6 +48,9 @@ def register(app: typer.Typer) -> None:
     def serve(
         host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
         port: int = typer.Option(8000, help="Port to listen on."),
+        workers: int = typer.Option(
+            1, min=1, max=64, help="Worker processes (each its own event loop and pool)."
+        ),
     ) -> None:
         """Run the HTTP API (migrates first; embedded PostgreSQL when no DATABASE_URL).
 
@@ -61,6 +64,7 @@ def register(app: typer.Typer) -> None:
             from api.app import create_app
             from api.logging import logging_config
             from api.server import serve as run_server
+            from api.server import serve_workers
         except ImportError as error:
             typer.echo(
                 f"convo serve: the HTTP server is an extra ({error.name} is missing):"
@@ -84,9 +88,15 @@ def register(app: typer.Typer) -> None:
                     database.where,
                     extra={"host": host, "port": port, "database": database.where},
                 )
-                app = create_app(settings, database_url=database.url)
-                server = run_server(app, settings, host=host, port=port)
-            log.info("stopped by %s", server.stopped_by or "the server")
+                if workers > 1:
+                    supervisor = serve_workers(
+                        settings, database_url=database.url, host=host, port=port, workers=workers
+                    )
+                    stopped_by = supervisor.stopped_by
+                else:
+                    app = create_app(settings, database_url=database.url)
+                    stopped_by = run_server(app, settings, host=host, port=port).stopped_by
+            log.info("stopped by %s", stopped_by or "the server")
 
     @app.command()
     def demo() -> None:

@@ -73,10 +73,10 @@ def _stop_leftover(pgdata: Path) -> None:
         os.kill(pid, signal.SIGTERM)
 
 
-def _start_serving(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def _start_serving(data_dir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     port = _free_port()
     process = subprocess.Popen(
-        [*CONVO, "serve", "--port", str(port)],
+        [*CONVO, "serve", "--port", str(port), *extra],
         env=_environment(data_dir),
         stderr=subprocess.PIPE,
         text=True,
@@ -132,3 +132,22 @@ def test_a_killed_server_is_stopped_by_the_next_command(data_dir: Path) -> None:
     assert migrate.returncode == 0, migrate.stderr
     assert not _postmaster_running(pgdata)
     assert _handles(pgdata) == []
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_worker_processes_serve_and_stop_with_the_embedded_postgres(
+    data_dir: Path, stop: signal.Signals
+) -> None:
+    process, base = _start_serving(data_dir, "--workers", "2")
+    pgdata = data_dir / "pgdata"
+    try:
+        for _ in range(6):  # spread over the workers: each has its own pool
+            assert httpx.get(f"{base}/ready", timeout=5).json() == {"status": "ready"}
+        process.send_signal(stop)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert not _postmaster_running(pgdata)
+    lines = [json.loads(line) for line in stderr.splitlines() if line.strip()]
+    assert f"stopped by {stop.name}" in [line["message"] for line in lines]
