@@ -57,6 +57,28 @@ def _choice_env(name: str, default: str, choices: tuple[str, ...]) -> str:
     return raw
 
 
+# Every environment variable the settings read: (name, field, what it sets).
+# `convo config` lists them with their values.
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("DATABASE_URL", "database_url", "the PostgreSQL server; unset: the embedded one"),
+    ("CONVO_DATA_DIR", "data_dir", "where the embedded server keeps its data"),
+    ("CONVO_STATEMENT_TIMEOUT_MS", "statement_timeout_ms", "every session's statement_timeout"),
+    ("CONVO_LOCK_TIMEOUT_MS", "lock_timeout_ms", "every session's lock_timeout (then 409)"),
+    (
+        "CONVO_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+        "idle_in_transaction_timeout_ms",
+        "every session's idle_in_transaction_session_timeout",
+    ),
+    ("CONVO_MAX_MESSAGE_CHARS", "max_message_chars", "a message's content, at most"),
+    ("CONVO_MAX_MESSAGES_PER_APPEND", "max_messages_per_append", "messages in one append"),
+    ("CONVO_MAX_BODY_BYTES", "max_body_bytes", "an HTTP request body (then 413)"),
+    ("CONVO_DB_WAIT_S", "db_wait_s", "start-up: how long to wait for the database"),
+    ("CONVO_SHUTDOWN_TIMEOUT_S", "shutdown_timeout_s", "shut-down: requests in flight"),
+    ("CONVO_LOG_FORMAT", "log_format", "convo serve's log lines: json or text"),
+    ("CONVO_LOG_LEVEL", "log_level", "debug, info, warning or error"),
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     database_url: str | None

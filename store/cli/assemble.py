@@ -7,8 +7,10 @@ the messages, the agent, its slots and the options (see
 payload is built through the repository from the stored conversation's
 visible window and the agent's profile and slots as they are now. Either
 way it prints `{"payload": ..., "diagnostics": ...}` as JSON. Bad input or
-configuration exits 2 with one line on stderr, never a traceback; a
-database problem (with `--conversation`) exits 1, also with one line.
+configuration (a window with nothing to send included) exits 2 with one
+line on stderr, never a traceback, and so does an unexpected error of the
+assembler (named as a bug); a database problem (with `--conversation`)
+exits 1, also with one line.
 """
 
 from __future__ import annotations
@@ -92,6 +94,13 @@ def assemble_command(
             )
     except (ValueError, ConvoStoreError) as error:
         raise _fail(str(error)) from None
+    except typer.Exit:
+        raise
+    except Exception as error:  # a bug of ours: still one line, never a traceback
+        raise _fail(
+            f"could not assemble this input ({type(error).__name__}: {error}); "
+            "this is a bug in convo-store, please report it with the input"
+        ) from None
     output = {
         "payload": assembly.payload,
         "diagnostics": assembly.diagnostics.model_dump(mode="json"),

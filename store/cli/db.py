@@ -51,6 +51,11 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(
             1, min=1, max=64, help="Worker processes (each its own event loop and pool)."
         ),
+        migrate: bool = typer.Option(
+            True,
+            "--migrate/--no-migrate",
+            help="Migrate the schema first (--no-migrate: deployments that migrate apart).",
+        ),
     ) -> None:
         """Run the HTTP API (migrates first; embedded PostgreSQL when no DATABASE_URL).
 
@@ -80,7 +85,8 @@ def register(app: typer.Typer) -> None:
                 # Once the database answers: a start-up failure stays one line.
                 logging.config.dictConfig(logging_config(settings))
                 log = logging.getLogger("convo.server")
-                _migrate(database.url, settings)
+                if migrate:
+                    _migrate(database.url, settings)
                 log.info(
                     "serving on http://%s:%s, database %s",
                     host,

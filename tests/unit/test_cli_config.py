@@ -1,0 +1,42 @@
+"""`convo --version` and `convo config`: what an operator asks first."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from store.cli import app
+from store.settings import VARIABLES, Settings
+
+runner = CliRunner()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("convo-store ")
+
+
+def test_config_lists_every_setting_and_hides_the_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://convo:s3cret@db.example/convo")
+    monkeypatch.setenv("CONVO_LOCK_TIMEOUT_MS", "1234")
+    result = runner.invoke(app, ["config"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    for variable, _, _ in VARIABLES:
+        assert variable in result.stdout
+    assert "1234" in result.stdout
+    assert "s3cret" not in result.stdout
+
+
+def test_every_setting_is_listed() -> None:
+    fields = {name for name in Settings.__dataclass_fields__}
+    assert {field for _, field, _ in VARIABLES} == fields
+
+
+def test_config_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVO_LOCK_TIMEOUT_MS", "soon")
+    result = runner.invoke(app, ["config"])
+    assert result.exit_code == 1
+    assert "CONVO_LOCK_TIMEOUT_MS" in result.output
