@@ -16,6 +16,7 @@ from store.assembler.diagnostics import (
     SpecialBlockPlacement,
     StablePrefix,
 )
+from store.assembler.errors import EmptyWindow
 from store.assembler.formats.xml_parser import parse_tool_calls
 from store.assembler.formats.xml_tools import render_result, render_tool_calls
 from store.assembler.options import (
@@ -38,6 +39,7 @@ __all__ = [
     "Assembly",
     "BudgetTrim",
     "Diagnostics",
+    "EmptyWindow",
     "InvalidPayload",
     "PlacementPolicy",
     "ProviderFormat",

@@ -5,12 +5,15 @@ input → same output.
 The pipeline, in order (each step in its own module):
 1. choose the system prompt; refuse a sub-agent without a role definition;
 2. keep only this agent's messages;
-3. make tool blocks contiguous and repair the window (`repair`);
+3. rename reused call ids and spell non-finite argument numbers as text
+   (`sanitize`, always), then make tool blocks contiguous and repair the
+   window (`repair`);
 4. trim the oldest turns to the token budget (`budget`);
 5. fold reminders into the last user message if `reminder_style="inline"`;
 6. place the special block (`placement`) on that list — the one the
    provider will see;
-7. optionally merge same-role neighbours (`merge`), then render the format.
+7. optionally merge same-role neighbours (`merge`), then render the format;
+   a format left with no message raises `EmptyWindow` (nothing is invented).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from store.assembler.budget import trim_to_budget
 from store.assembler.diagnostics import BudgetTrim, Diagnostics, Repair, SpecialBlockPlacement
+from store.assembler.errors import EmptyWindow
 from store.assembler.fingerprint import stable_prefix
 from store.assembler.formats import anthropic, gemini, openai_chat, openai_responses, xml_tools
 from store.assembler.formats.common import Conversation, Rendered
@@ -29,6 +33,7 @@ from store.assembler.options import AssembleOptions, ProviderFormat, ReminderSty
 from store.assembler.placement import special_block_index
 from store.assembler.reminders import inline_reminders
 from store.assembler.repair import normalise_window
+from store.assembler.sanitize import sanitize_window
 from store.assembler.special_block import SPECIAL_SLOT, special_block
 from store.assembler.system_prompt import choose_system_prompt
 from store.context import AgentProfile, ContextSlots
@@ -47,6 +52,16 @@ class Assembly:
     payload: dict[str, Any]
     diagnostics: Diagnostics
     messages: tuple[Message, ...]
+
+
+# Where each format's messages go: none of them takes an empty list.
+_MESSAGE_LIST = {
+    ProviderFormat.OPENAI_CHAT: "messages",
+    ProviderFormat.OPENAI_RESPONSES: "input",
+    ProviderFormat.ANTHROPIC: "messages",
+    ProviderFormat.GEMINI: "contents",
+    ProviderFormat.XML_TOOLS: "messages",
+}
 
 
 def parse_format(format: ProviderFormat | str) -> ProviderFormat:
@@ -90,8 +105,9 @@ def assemble(
     )
 
     agent_id = profile.agent_id
-    window = [m for m in messages if m.agent_id == agent_id]
-    history, repairs = normalise_window(window, repair=options.repair)
+    window, repairs = sanitize_window([m for m in messages if m.agent_id == agent_id])
+    history, repaired = normalise_window(window, repair=options.repair)
+    repairs.extend(repaired)
     block = special_block(choice.role_definition, slots, agent_id=profile.agent_id)
 
     # Token estimates are computed once per message and shared by the budget,
@@ -135,6 +151,8 @@ def assemble(
     rendered = _render(
         provider, Conversation(system_prompt=choice.text, history=tuple(to_render)), options
     )
+    if not rendered.payload[_MESSAGE_LIST[provider]]:
+        raise EmptyWindow(provider.value, profile.agent_id)
 
     neutral = (*([system] if system else []), *placed)
     all_repairs: tuple[Repair, ...] = (*repairs, *rendered.repairs)

@@ -29,6 +29,11 @@ class RepairKind(StrEnum):
     HOISTED_THINKING = "hoisted_thinking"
     STRIPPED_TRAILING_WHITESPACE = "stripped_trailing_whitespace"
     INLINE_REMINDER_FALLBACK = "inline_reminder_fallback"
+    DROPPED_EMPTY_ASSISTANT_MESSAGE = "dropped_empty_assistant_message"
+    RENAMED_DUPLICATE_TOOL_ID = "renamed_duplicate_tool_id"
+    RENAMED_TOOL_ID = "renamed_tool_id"
+    REPLACED_NON_FINITE_NUMBER = "replaced_non_finite_number"
+    DROPPED_DUPLICATE_REASONING = "dropped_duplicate_reasoning"
 
 
 class Repair(_Value):

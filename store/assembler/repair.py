@@ -7,8 +7,10 @@ reminder, a user message) is rendered after the block, never inside it.
 With `repair` on (the default), also: a call with no result gets a
 synthesized result saying the call was interrupted; a result with no earlier
 call, or a second result for the same call, is dropped; whitespace-only text
-parts are dropped. Every change is listed as a `Repair`; `message_index` is
-the index in the agent's visible window as passed to `assemble`.
+parts are dropped; an assistant message with neither text nor tool calls
+(only images, which no format sends for the assistant) is dropped. Every
+change is listed as a `Repair`; `message_index` is the index in the agent's
+visible window as passed to `assemble`.
 """
 
 from __future__ import annotations
@@ -105,6 +107,18 @@ def normalise_window(
             append(_text_only_result(message, i, repairs))
             continue
         if repair and not isinstance(message.content, str):
+            if role == "assistant" and not message.tool_calls and not message.text.strip():
+                # Only images: no format sends an assistant's images, so nothing
+                # would be left (and its reasoning would have nothing to go on).
+                repairs.append(
+                    Repair(
+                        kind=RepairKind.DROPPED_EMPTY_ASSISTANT_MESSAGE,
+                        detail="assistant message without text or tool calls (only images, "
+                        "which no format sends for the assistant) dropped with its reasoning",
+                        message_index=i,
+                    )
+                )
+                continue
             append(_drop_empty_text(message, i, repairs))
         else:
             append(message)

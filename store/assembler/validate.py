@@ -3,6 +3,10 @@ for each format, usable on any payload (not only ours).
 
     validate("anthropic", payload)   -> list of Violation(rule, where, message)
     ensure_valid("anthropic", payload)  raises InvalidPayload listing them
+
+Rule ids: provider-rules.md's, plus the ones each `rules` module adds
+(O7-O10, R6-R11, A11-A14, G7-G9 and G11, X3) and J1 (strict JSON) for all;
+docs/assembler.md has the table of every rule and where it is enforced.
 """
 
 from __future__ import annotations
@@ -11,7 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from store.assembler.options import ProviderFormat
-from store.assembler.rules import anthropic, gemini, openai_chat, openai_responses, xml_tools
+from store.assembler.rules import (
+    anthropic,
+    gemini,
+    json_values,
+    openai_chat,
+    openai_responses,
+    xml_tools,
+)
 from store.assembler.rules.violation import Violation
 from store.errors import ConvoStoreError
 
@@ -35,7 +46,8 @@ class InvalidPayload(ConvoStoreError, ValueError):
 
 
 def validate(format: ProviderFormat | str, payload: dict[str, Any]) -> list[Violation]:
-    return _CHECKS[ProviderFormat(format)](payload)
+    """The format's rules, then J1 (the payload is strict JSON), for every format."""
+    return [*_CHECKS[ProviderFormat(format)](payload), *json_values.check(payload)]
 
 
 def ensure_valid(format: ProviderFormat | str, payload: dict[str, Any]) -> None:

@@ -137,3 +137,56 @@ def test_console_script_reports_a_configuration_error(convo: Path) -> None:
         "convo assemble: sub-agent 'reviewer' has no role definition; "
         "set one before building a payload for it"
     )
+
+
+# --- issue 11 ----------------------------------------------------------------------------
+
+
+def test_an_image_only_assistant_turn_with_a_thought_signature_assembles_for_gemini() -> None:
+    document = {
+        "messages": [
+            {"role": "user", "content": "draw it"},
+            {
+                "role": "assistant",
+                "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}],
+                "reasoning": [{"provider": "gemini", "signature": "Z3NpZw=="}],
+            },
+            {"role": "user", "content": "thanks"},
+        ]
+    }
+    result = invoke("--format", "gemini", stdin=json.dumps(document))
+    assert result.exit_code == 0, result.output
+    output = json.loads(result.stdout)
+    assert validate("gemini", output["payload"]) == []
+    kinds = [r["kind"] for r in output["diagnostics"]["repairs"]]
+    assert "dropped_empty_assistant_message" in kinds
+
+
+@pytest.mark.parametrize("format", ["openai-responses", "anthropic", "gemini"])
+def test_an_empty_window_exits_2_with_one_line(format: str) -> None:
+    result = invoke("--format", format, stdin=json.dumps({"messages": []}))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"convo assemble: nothing to send to {format}:")
+
+
+def test_an_unexpected_error_is_one_line_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr("store.cli.assemble.assemble", broken)
+    result = invoke("--format", "gemini", stdin=json.dumps(DOCUMENT))
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "IndexError: list index out of range" in line
+    assert "Traceback" not in result.stderr
+
+
+def test_non_finite_arguments_in_a_document_are_refused_in_one_line() -> None:
+    document = json.loads(json.dumps(DOCUMENT))
+    document["messages"][1]["tool_calls"][0]["function"]["arguments"] = '{"depth": NaN}'
+    result = invoke("--format", "openai-chat", stdin=json.dumps(document))
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "numbers must be finite" in line

@@ -5,9 +5,14 @@ added, and listed, when the visible window starts with the assistant). All
 results of one tool block go in ONE user message, tool_result blocks first.
 Reminders and other mid-conversation system messages become
 `<system-reminder>` text blocks in the user turn at their place. Thinking
-blocks are replayed first in the assistant content. Prompt-cache
-breakpoints go on the system prompt and on the last content block before
-the special block (the stable prefix).
+blocks are replayed first in the assistant content, and only with
+something else to send (an assistant turn of thinking alone is not sent).
+Tool ids outside `^[a-zA-Z0-9_-]+$` are renamed (`tool_ids`); a result that
+is only whitespace is sent without content (Anthropic refuses blank text).
+Prompt-cache breakpoints go on the system prompt and on the last content
+block before the special block (the stable prefix), never on a thinking
+block (Anthropic refuses `cache_control` there): the nearest earlier block
+that takes one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from store.assembler.formats.common import (
 )
 from store.assembler.formats.turns import Block, Turns
 from store.assembler.special_block import is_special
+from store.assembler.tool_ids import ANTHROPIC, provider_ids
 from store.messages import ImagePart, Message, TextPart
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -54,7 +60,7 @@ def _user_blocks(message: Message) -> list[Block]:
     return blocks
 
 
-def _assistant_blocks(message: Message) -> list[Block]:
+def _assistant_blocks(message: Message, ids: dict[str, str]) -> list[Block]:
     blocks: list[Block] = []
     if message.reasoning:
         for block in reasoning_for(message, "anthropic"):
@@ -72,20 +78,46 @@ def _assistant_blocks(message: Message) -> list[Block]:
         blocks.extend({"type": "text", "text": t} for t in text_parts(message))
     for call in message.tool_calls:
         blocks.append(
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            {
+                "type": "tool_use",
+                "id": ids.get(call.id, call.id),
+                "name": call.name,
+                "input": call.arguments,
+            }
         )
+    if blocks and blocks[-1]["type"] in THINKING_TYPES:
+        return []  # thinking alone: nothing for it to go with
     return blocks
 
 
-def _tool_result(message: Message) -> Block:
-    block: Block = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+def _tool_result(message: Message, ids: dict[str, str]) -> tuple[Block, bool]:
+    """The block, and whether a whitespace-only text was left out."""
+    call_id = message.tool_call_id or ""
+    block: Block = {"type": "tool_result", "tool_use_id": ids.get(call_id, call_id)}
     content = message.content
     text = content if isinstance(content, str) else message.text
-    if text:  # an empty result omits content rather than send an empty text block
+    # An empty or blank result omits content: Anthropic refuses blank text.
+    blank = False
+    if text.strip():
         block["content"] = text
+    elif text:
+        blank = True
     if message.is_error:
         block["is_error"] = True
-    return block
+    return block, blank
+
+
+def _cacheable(turns: list[dict[str, Any]], at: tuple[int, int]) -> tuple[int, int] | None:
+    """`at`, or the nearest block before it that takes a cache_control mark."""
+    turn, block = at
+    while turn >= 0:
+        content = turns[turn]["content"]
+        for k in range(min(block, len(content) - 1), -1, -1):
+            if content[k]["type"] not in THINKING_TYPES:
+                return turn, k
+        turn -= 1
+        block = len(turns[turn]["content"]) - 1 if turn >= 0 else -1
+    return None
 
 
 def _strip_final_assistant(turns: Turns) -> None:
@@ -113,6 +145,7 @@ def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Ren
     before_special: tuple[int, int] | None = None
     seen_special = False
     add = turns.add
+    ids, renamed = provider_ids(conversation.history, ANTHROPIC)
     for message in conversation.history:
         if not seen_special and is_special(message):
             seen_special = True
@@ -131,9 +164,19 @@ def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Ren
             if content.strip():
                 add("assistant", [{"type": "text", "text": content}])
         elif role == "assistant":
-            add("assistant", _assistant_blocks(message))
+            add("assistant", _assistant_blocks(message, ids))
         elif role == "tool":
-            add("user", [_tool_result(message)])
+            block, blank = _tool_result(message, ids)
+            add("user", [block])
+            if blank:
+                turns.other_repairs.append(
+                    Repair(
+                        kind=RepairKind.DROPPED_EMPTY_TEXT,
+                        detail=f"whitespace-only result of {message.tool_call_id!r} sent "
+                        "without content",
+                        payload_index=len(turns.turns) - 1,
+                    )
+                )
         elif role == "system":
             add("user", [{"type": "text", "text": system_note_text(message)}])
         else:
@@ -152,9 +195,14 @@ def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Ren
             system_block["cache_control"] = dict(EPHEMERAL)
             marks.append("system[0]")
         payload["system"] = [system_block]
-    if cache_breakpoints and before_special is not None:
-        turn, block = before_special
-        turns.turns[turn]["content"][block]["cache_control"] = dict(EPHEMERAL)
-        marks.append(f"messages[{turn}].content[{block}]")
+    target = _cacheable(turns.turns, before_special) if before_special is not None else None
+    if cache_breakpoints and target is not None:
+        turn, index = target
+        turns.turns[turn]["content"][index]["cache_control"] = dict(EPHEMERAL)
+        marks.append(f"messages[{turn}].content[{index}]")
     payload["messages"] = turns.turns
-    return Rendered(payload=payload, repairs=tuple(turns.repairs), cache_breakpoints=tuple(marks))
+    return Rendered(
+        payload=payload,
+        repairs=(*renamed, *turns.repairs),
+        cache_breakpoints=tuple(marks),
+    )

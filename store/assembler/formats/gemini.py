@@ -7,12 +7,16 @@ a JSON object is sent as is; anything else is wrapped as `{"output": ...}`,
 or `{"error": ...}` when it is an error). Mid-conversation system messages
 become `<system-reminder>` text parts of the user turn at their place. A
 stored Gemini thought signature is replayed on the first functionCall part
-(or the last part when the turn has no call).
+(or the last part when the turn has no call; a turn with no part at all is
+not sent, and its signature with it). A result is read as a JSON object
+only when it is strict JSON: `NaN` or `Infinity` in it would make the
+request body invalid, so such a result goes as text.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from store.assembler.formats.common import (
@@ -64,10 +68,21 @@ def _model_parts(message: Message) -> list[Block]:
         signature = next(
             (r.signature for r in reasoning_for(message, "gemini") if r.signature), None
         )
-        if signature is not None:
+        if signature is not None and (calls or parts):
             target = calls[0] if calls else parts[-1]
             target["thoughtSignature"] = signature
     return parts + calls if calls else parts
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e999
+        raise ValueError(f"{text} is out of range")
+    return number
 
 
 def response_object(message: Message) -> dict[str, Any]:
@@ -78,7 +93,7 @@ def response_object(message: Message) -> dict[str, Any]:
     if text.lstrip(" \t\n\r")[:1] != "{":
         return {"output": text}  # not a JSON object: skip the parse (and its exception)
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):

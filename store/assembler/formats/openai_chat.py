@@ -3,8 +3,9 @@
 The system prompt is the first system message; a mid-conversation system
 message (a reminder, a summary) stays a system message at its place; tool
 call arguments are JSON strings; an assistant message's content is null only
-when it carries tool calls. Reasoning data is not replayed (Chat Completions
-has no field for it).
+when it carries tool calls. Tool ids longer than 40 characters are renamed
+(`tool_ids`). Reasoning data is not replayed (Chat Completions has no field
+for it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from store.assembler.formats.common import (
     image_url,
     text_parts,
 )
+from store.assembler.tool_ids import OPENAI_CHAT, provider_ids
 from store.messages import ImagePart, Message, TextPart
 
 
@@ -34,7 +36,10 @@ def user_content(message: Message) -> str | list[dict[str, Any]]:
     return parts
 
 
-def render_message(message: Message) -> dict[str, Any]:
+_NONE: dict[str, str] = {}
+
+
+def render_message(message: Message, ids: dict[str, str] = _NONE) -> dict[str, Any]:
     role = message.role
     content = message.content
     if role == "assistant":
@@ -46,7 +51,7 @@ def render_message(message: Message) -> dict[str, Any]:
         if message.tool_calls:
             rendered["tool_calls"] = [
                 {
-                    "id": call.id,
+                    "id": ids.get(call.id, call.id),
                     "type": "function",
                     "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
                 }
@@ -57,7 +62,8 @@ def render_message(message: Message) -> dict[str, Any]:
         return rendered
     if role == "tool":
         text = content if isinstance(content, str) else message.text
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
+        call_id = message.tool_call_id or ""
+        return {"role": "tool", "tool_call_id": ids.get(call_id, call_id), "content": text}
     if role == "system":
         return {"role": "system", "content": content if isinstance(content, str) else message.text}
     return {
@@ -67,6 +73,7 @@ def render_message(message: Message) -> dict[str, Any]:
 
 
 def render(conversation: Conversation) -> Rendered:
+    ids, renamed = provider_ids(conversation.history, OPENAI_CHAT)
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt is not None:
         messages.append({"role": "system", "content": conversation.system_prompt})
@@ -81,5 +88,5 @@ def render(conversation: Conversation) -> Rendered:
         elif content.__class__ is str and role == "assistant" and not message.tool_calls:
             append({"role": "assistant", "content": content if content.strip() else ""})
         else:
-            append(render_message(message))
-    return Rendered(payload={"messages": messages})
+            append(render_message(message, ids))
+    return Rendered(payload={"messages": messages}, repairs=tuple(renamed))

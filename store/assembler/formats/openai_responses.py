@@ -5,14 +5,25 @@ Items: `message` (user `input_text`/`input_image`, assistant `output_text`),
 with text and tool calls keeps its text as a message item before its
 `function_call` items (the source dropped it). Stored OpenAI reasoning is
 replayed as a `reasoning` item immediately before the first item of the
-message it belongs to. A mid-conversation system message becomes a
-`developer` message item at its place.
+message it belongs to, once (an item id already in the payload is not
+replayed again: OpenAI refuses duplicate item ids). A mid-conversation
+system message becomes a `developer` message item at its place.
+
+An assistant text item is an output message as the SDK types it
+(`ResponseOutputMessageParam`): it carries `status: "completed"` and an
+`id`, `msg_` and the first 32 hex digits of the sha256 of its text (of the
+text and a count, for the second and later items with the same text: ids
+are unique in a payload). OpenAI wants message ids to begin with `msg`; the
+id is the same at every build, so the prefix cache holds. Call ids longer
+than 64 characters are renamed (`tool_ids`).
 """
 
 from __future__ import annotations
 
+from hashlib import sha256
 from typing import Any
 
+from store.assembler.diagnostics import Repair, RepairKind
 from store.assembler.formats.common import (
     Conversation,
     Rendered,
@@ -21,6 +32,7 @@ from store.assembler.formats.common import (
     reasoning_for,
     text_parts,
 )
+from store.assembler.tool_ids import OPENAI_RESPONSES, provider_ids
 from store.messages import ImagePart, Message, TextPart
 
 MID_CONVERSATION_SYSTEM_ROLE = "developer"
@@ -40,11 +52,43 @@ def _input_content(message: Message) -> list[dict[str, Any]]:
     return parts
 
 
-def _reasoning_items(message: Message) -> list[dict[str, Any]]:
+class _ItemIds:
+    """The item ids of one payload: unique, as OpenAI requires."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self.repairs: list[Repair] = []
+
+    def message(self, text: str) -> str:
+        """A `msg_` id from the text (and a count, when the text came before)."""
+        data = text.encode("utf-8", "surrogatepass")
+        item_id = f"msg_{sha256(data).hexdigest()[:32]}"
+        n = 1
+        while item_id in self.used:
+            n += 1
+            item_id = f"msg_{sha256(b'%d:' % n + data).hexdigest()[:32]}"
+        self.used.add(item_id)
+        return item_id
+
+    def reasoning(self, item_id: str) -> bool:
+        """Whether the reasoning item may be replayed (its id is not already in)."""
+        if item_id in self.used:
+            self.repairs.append(
+                Repair(
+                    kind=RepairKind.DROPPED_DUPLICATE_REASONING,
+                    detail=f"reasoning item {item_id!r} is replayed once, not again",
+                )
+            )
+            return False
+        self.used.add(item_id)
+        return True
+
+
+def _reasoning_items(message: Message, item_ids: _ItemIds) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for block in reasoning_for(message, "openai"):
-        if not block.item_id:
-            continue  # an item without its id cannot be replayed
+        if not block.item_id or not item_ids.reasoning(block.item_id):
+            continue  # an item without its id cannot be replayed; one with a used id is in
         item: dict[str, Any] = {"type": "reasoning", "id": block.item_id, "summary": []}
         if block.text:
             item["summary"] = [{"type": "summary_text", "text": block.text}]
@@ -54,28 +98,32 @@ def _reasoning_items(message: Message) -> list[dict[str, Any]]:
     return items
 
 
-def _assistant_items(message: Message) -> list[dict[str, Any]]:
-    items = _reasoning_items(message) if message.reasoning else []
+def _assistant_items(
+    message: Message, ids: dict[str, str], item_ids: _ItemIds
+) -> list[dict[str, Any]]:
     content = message.content
     if isinstance(content, str):
         text = content if content.strip() else ""
     else:
         text = "\n".join(text_parts(message))
+    if not text and not message.tool_calls:
+        return []  # nothing for its reasoning to go with
+    items = _reasoning_items(message, item_ids) if message.reasoning else []
     if text:
         items.append(
             {
                 "type": "message",
                 "role": "assistant",
+                "id": item_ids.message(text),
+                "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
             }
         )
-    elif not message.tool_calls:
-        return []
     for call in message.tool_calls:
         items.append(
             {
                 "type": "function_call",
-                "call_id": call.id,
+                "call_id": ids.get(call.id, call.id),
                 "name": call.name,
                 "arguments": arguments_json(call.arguments),
             }
@@ -83,16 +131,17 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
     return items
 
 
-def render_items(message: Message) -> list[dict[str, Any]]:
+def render_items(message: Message, ids: dict[str, str], item_ids: _ItemIds) -> list[dict[str, Any]]:
     role = message.role
     if role == "assistant":
-        return _assistant_items(message)
+        return _assistant_items(message, ids, item_ids)
     content = message.content
     if role == "tool":
+        call_id = message.tool_call_id or ""
         return [
             {
                 "type": "function_call_output",
-                "call_id": message.tool_call_id,
+                "call_id": ids.get(call_id, call_id),
                 "output": content if isinstance(content, str) else message.text,
             }
         ]
@@ -116,6 +165,8 @@ def render(conversation: Conversation) -> Rendered:
     payload: dict[str, Any] = {}
     if conversation.system_prompt is not None:
         payload["instructions"] = conversation.system_prompt
+    ids, renamed = provider_ids(conversation.history, OPENAI_RESPONSES)
+    item_ids = _ItemIds()
     items: list[dict[str, Any]] = []
     append = items.append
     for message in conversation.history:
@@ -131,6 +182,6 @@ def render(conversation: Conversation) -> Rendered:
                 }
             )
         else:
-            items.extend(render_items(message))
+            items.extend(render_items(message, ids, item_ids))
     payload["input"] = items
-    return Rendered(payload=payload)
+    return Rendered(payload=payload, repairs=(*renamed, *item_ids.repairs))

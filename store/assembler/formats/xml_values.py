@@ -2,7 +2,8 @@
 
 `<string>` (escaped), `<number>`, `<boolean>`, `<null/>`, `<array>` of
 values, `<object>` of `<parameter name="k">` values. Non-finite numbers
-(NaN, ±Infinity) have no JSON spelling and go as strings.
+(NaN, ±Infinity) have no JSON spelling and go as strings (`sanitize` has
+already made them so in the arguments of every format).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from store.assembler.sanitize import non_finite_text
 
 
 def escape_text(text: str) -> str:
@@ -30,12 +33,6 @@ def unescape(text: str) -> str:
     )
 
 
-def _non_finite(number: float) -> str:
-    if math.isnan(number):
-        return "NaN"
-    return "Infinity" if number > 0 else "-Infinity"
-
-
 def render_value(value: Any) -> str:
     if value is None:
         return "<null/>"
@@ -45,7 +42,7 @@ def render_value(value: Any) -> str:
         return f"<number>{value}</number>"
     if isinstance(value, float):
         if not math.isfinite(value):
-            return f"<string>{_non_finite(value)}</string>"
+            return f"<string>{non_finite_text(value)}</string>"
         return f"<number>{json.dumps(value)}</number>"
     if isinstance(value, str):
         return f"<string>{escape_text(value)}</string>"
@@ -80,7 +77,7 @@ def render_json(value: Any) -> str:
 
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
-        return _non_finite(value)
+        return non_finite_text(value)
     if isinstance(value, list | tuple):
         return [_finite(item) for item in value]
     if isinstance(value, dict):

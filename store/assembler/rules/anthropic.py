@@ -1,14 +1,31 @@
 """Anthropic Messages rules A1-A5 and A7-A9 (A6, the tools list, is not part
-of the assembled payload; A10's 100k messages is out of reach here)."""
+of the assembled payload; A10's 100k messages is out of reach here), and:
+
+- A7 also covers a `tool_result` whose content is only whitespace;
+- A11 `messages` is not empty;
+- A12 `tool_use.id` and `tool_result.tool_use_id` match `^[a-zA-Z0-9_-]+$`
+  ("String should match pattern");
+- A13 `tool_use` ids are unique in the request;
+- A14 no `cache_control` on a `thinking` / `redacted_thinking` block.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from store.assembler.rules.violation import Violation
 
 _THINKING = {"thinking", "redacted_thinking"}
 _TTLS = {"5m", "1h"}
+_TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def _blank_result(block: dict[str, Any]) -> bool:
+    content = block.get("content")
+    if isinstance(content, str):
+        return bool(content) and not content.strip()
+    return False  # text blocks inside are checked as text blocks
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,10 +48,19 @@ def _check_cache_control(payload: dict[str, Any], found: list[Violation]) -> Non
             for k, b in enumerate(system)
             if "cache_control" in b
         ]
-    for i, message in enumerate(payload.get("messages", [])):
+    for i, message in enumerate(payload.get("messages") or []):
         for k, block in enumerate(_blocks(message)):
             if "cache_control" in block:
-                marks.append((f"messages[{i}].content[{k}]", block["cache_control"]))
+                where = f"messages[{i}].content[{k}]"
+                marks.append((where, block["cache_control"]))
+                if block.get("type") in _THINKING:
+                    found.append(
+                        Violation(
+                            rule="A14",
+                            where=where,
+                            message=f"cache_control on a {block.get('type')} block",
+                        )
+                    )
     if len(marks) > 4:
         found.append(
             Violation(
@@ -49,9 +75,12 @@ def _check_cache_control(payload: dict[str, Any], found: list[Violation]) -> Non
 
 
 def check(payload: dict[str, Any]) -> list[Violation]:
-    messages: list[dict[str, Any]] = payload.get("messages", [])
+    messages: list[dict[str, Any]] = payload.get("messages") or []
     found: list[Violation] = []
+    if not messages:
+        found.append(Violation(rule="A11", where="messages", message="messages must not be empty"))
     _check_cache_control(payload, found)
+    tool_use_ids: set[str] = set()
     if messages and messages[0].get("role") != "user":
         found.append(
             Violation(rule="A2", where="messages[0]", message="first message must be user")
@@ -67,10 +96,43 @@ def check(payload: dict[str, Any]) -> list[Violation]:
         if i and messages[i - 1].get("role") == role:
             found.append(Violation(rule="A3", where=where, message=f"two {role} turns in a row"))
         for k, block in enumerate(blocks):
-            if block.get("type") == "text" and not str(block.get("text", "")).strip():
-                found.append(
-                    Violation(rule="A7", where=f"{where}.content[{k}]", message="empty text block")
-                )
+            kind = block.get("type")
+            at = f"{where}.content[{k}]"
+            if kind == "text" and not str(block.get("text", "")).strip():
+                found.append(Violation(rule="A7", where=at, message="empty text block"))
+            elif kind == "tool_result":
+                if _blank_result(block):
+                    found.append(
+                        Violation(rule="A7", where=at, message="tool_result content is blank")
+                    )
+                inside = block.get("content")
+                for inner, part in enumerate(inside if isinstance(inside, list) else []):
+                    if part.get("type") == "text" and not str(part.get("text", "")).strip():
+                        found.append(
+                            Violation(
+                                rule="A7",
+                                where=f"{at}.content[{inner}]",
+                                message="empty text block",
+                            )
+                        )
+            if kind in {"tool_use", "tool_result"}:
+                key = "id" if kind == "tool_use" else "tool_use_id"
+                value = block.get(key)
+                if not isinstance(value, str) or not _TOOL_ID.fullmatch(value):
+                    found.append(
+                        Violation(
+                            rule="A12",
+                            where=f"{at}.{key}",
+                            message=f"{value!r} does not match ^[a-zA-Z0-9_-]+$",
+                        )
+                    )
+            if kind == "tool_use":
+                use_id = str(block.get("id"))
+                if use_id in tool_use_ids:
+                    found.append(
+                        Violation(rule="A13", where=at, message=f"tool_use id {use_id} used twice")
+                    )
+                tool_use_ids.add(use_id)
         kinds = [b.get("type") for b in blocks]
         if role == "assistant":
             first_other = next((k for k, t in enumerate(kinds) if t not in _THINKING), len(kinds))

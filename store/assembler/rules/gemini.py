@@ -1,10 +1,60 @@
-"""Gemini generateContent rules G1-G3."""
+"""Gemini generateContent rules G1-G3, and:
+
+- G7 `contents` is not empty;
+- G8 every content has at least one part;
+- G9 a `functionResponse` answers a `functionCall` of the model turn just
+  before it (an orphan response is refused);
+- G11 `inlineData.data` and `thoughtSignature` are base64 (the SDK and the
+  API decode them as bytes).
+"""
 
 from __future__ import annotations
 
+import base64
+import re
 from typing import Any
 
 from store.assembler.rules.violation import Violation
+
+_STANDARD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_URL_SAFE = re.compile(r"[A-Za-z0-9_-]*={0,2}")
+
+
+def _base64_problem(value: Any) -> str | None:
+    """Why `value` is not canonical base64 (either alphabet, padding optional),
+    as Gemini and its SDK decode bytes, or None."""
+    if not isinstance(value, str):
+        return f"a {type(value).__name__}, not base64 text"
+    url_safe = not _STANDARD.fullmatch(value)
+    if url_safe and not _URL_SAFE.fullmatch(value):
+        return "not base64"
+    bare = value.rstrip("=")
+    if len(bare) % 4 == 1:
+        return "not base64 (impossible length)"
+    padded = bare + "=" * (-len(bare) % 4)
+    try:
+        if url_safe:
+            canonical = base64.urlsafe_b64encode(base64.urlsafe_b64decode(padded))
+        else:
+            canonical = base64.b64encode(base64.b64decode(padded, validate=True))
+    except ValueError:
+        return "not base64"
+    if canonical.decode("ascii") != padded:
+        return "not canonical base64 (stray bits in the last character)"
+    return None
+
+
+def _check_parts(content: dict[str, Any], where: str, found: list[Violation]) -> None:
+    for k, part in enumerate(content.get("parts") or []):
+        if "thoughtSignature" in part and (problem := _base64_problem(part["thoughtSignature"])):
+            found.append(
+                Violation(rule="G11", where=f"{where}.parts[{k}].thoughtSignature", message=problem)
+            )
+        inline = part.get("inlineData")
+        if isinstance(inline, dict) and (problem := _base64_problem(inline.get("data"))):
+            found.append(
+                Violation(rule="G11", where=f"{where}.parts[{k}].inlineData.data", message=problem)
+            )
 
 
 def _calls(content: dict[str, Any], key: str) -> list[tuple[str, str]]:
@@ -16,11 +66,29 @@ def _calls(content: dict[str, Any], key: str) -> list[tuple[str, str]]:
 
 
 def check(payload: dict[str, Any]) -> list[Violation]:
-    contents: list[dict[str, Any]] = payload.get("contents", [])
+    contents: list[dict[str, Any]] = payload.get("contents") or []
     found: list[Violation] = []
+    if not contents:
+        found.append(Violation(rule="G7", where="contents", message="contents must not be empty"))
+    system = payload.get("systemInstruction")
+    if isinstance(system, dict):
+        _check_parts(system, "systemInstruction", found)
     for i, content in enumerate(contents):
         where = f"contents[{i}]"
         role = content.get("role")
+        if not content.get("parts"):
+            found.append(Violation(rule="G8", where=where, message="parts must not be empty"))
+        _check_parts(content, where, found)
+        responses = _calls(content, "functionResponse")
+        previous = contents[i - 1] if i else {}
+        if responses and not (previous.get("role") == "model" and _calls(previous, "functionCall")):
+            found.append(
+                Violation(
+                    rule="G9",
+                    where=where,
+                    message="functionResponse without a functionCall in the model turn before",
+                )
+            )
         if role not in {"user", "model"}:
             found.append(
                 Violation(

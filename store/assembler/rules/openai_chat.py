@@ -1,12 +1,29 @@
-"""OpenAI Chat Completions rules O1-O6."""
+"""OpenAI Chat Completions rules O1-O6 (provider-rules.md) and:
+
+- O7 `messages` is a non-empty list;
+- O8 tool call ids (and `tool_call_id`s) are 1 to 40 characters ("string too
+  long. Expected a string with maximum length 40");
+- O9 `function.arguments` is a JSON object in strict JSON (no NaN/Infinity);
+- O10 one tool message per tool call (a second result for a call is refused).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from store.assembler.rules.json_values import strict_json_object
 from store.assembler.rules.violation import Violation
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
+MAX_ID = 40
+
+
+def _id_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"tool call id {value!r} must be a non-empty string"
+    if len(value) > MAX_ID:
+        return f"tool call id is {len(value)} characters (max {MAX_ID})"
+    return None
 
 
 def _call_ids(message: dict[str, Any]) -> list[str]:
@@ -14,9 +31,12 @@ def _call_ids(message: dict[str, Any]) -> list[str]:
 
 
 def check(payload: dict[str, Any]) -> list[Violation]:
-    messages: list[dict[str, Any]] = payload.get("messages", [])
+    messages: list[dict[str, Any]] = payload.get("messages") or []
     found: list[Violation] = []
+    if not messages:
+        found.append(Violation(rule="O7", where="messages", message="messages must not be empty"))
     seen_ids: set[str] = set()
+    answered: set[str] = set()
     waiting: set[str] = set()  # calls of the open tool block still unanswered
     block_ids: set[str] = set()  # calls of the nearest preceding assistant, tool msgs only between
     for i, message in enumerate(messages):
@@ -45,6 +65,15 @@ def check(payload: dict[str, Any]) -> list[Violation]:
                 found.append(
                     Violation(rule="O4", where=where, message="null content without tool_calls")
                 )
+            for k, call in enumerate(message.get("tool_calls") or []):
+                call_where = f"{where}.tool_calls[{k}]"
+                if problem := _id_problem(call.get("id")):
+                    found.append(Violation(rule="O8", where=call_where, message=problem))
+                function = call.get("function") or {}
+                if problem := strict_json_object(function.get("arguments")):
+                    found.append(
+                        Violation(rule="O9", where=f"{call_where}.function", message=problem)
+                    )
             for call_id in ids:
                 if call_id in seen_ids:
                     found.append(
@@ -55,8 +84,20 @@ def check(payload: dict[str, Any]) -> list[Violation]:
                 seen_ids.add(call_id)
             waiting = set(ids)
             block_ids = set(ids)
+            answered = set()
         elif role == "tool":
             call_id = str(message.get("tool_call_id"))
+            if problem := _id_problem(message.get("tool_call_id")):
+                found.append(Violation(rule="O8", where=where, message=problem))
+            if call_id in answered:
+                found.append(
+                    Violation(
+                        rule="O10",
+                        where=where,
+                        message=f"a second tool message for tool_call_id {call_id}",
+                    )
+                )
+            answered.add(call_id)
             if call_id not in block_ids:
                 found.append(
                     Violation(
@@ -69,6 +110,7 @@ def check(payload: dict[str, Any]) -> list[Violation]:
             waiting.discard(call_id)
         else:
             block_ids = set()
+            answered = set()
     if waiting:
         found.append(
             Violation(

@@ -1,6 +1,7 @@
 """Rules of the XML tool protocol payload: OpenAI Chat shape (O1, O4), plus
 X1 no native tool data (no tool role, no tool_calls) and X2 user and
-assistant messages alternate (never two user messages in a row)."""
+assistant messages alternate (never two user messages in a row), X3
+`messages` is not empty."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from store.assembler.rules.violation import Violation
 
 
 def check(payload: dict[str, Any]) -> list[Violation]:
-    messages: list[dict[str, Any]] = payload.get("messages", [])
+    messages: list[dict[str, Any]] = payload.get("messages") or []
     found: list[Violation] = []
+    if not messages:
+        found.append(Violation(rule="X3", where="messages", message="messages must not be empty"))
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         role = message.get("role")

@@ -5,8 +5,11 @@ Normalised away, because they are each provider's shape and not content:
 turn boundaries (consecutive text of one role is joined with "\\n"), the
 `<system-reminder>` wrapper (a wrapped user text counts as system text),
 the minimal continuation user turn, trailing whitespace, reasoning/thinking
-data, `is_error` flags, and how a tool result is wrapped (Gemini's
-{"output": ...} / {"error": ...}; JSON objects compare canonically).
+data, `is_error` flags, how a tool result is wrapped (Gemini's
+{"output": ...} / {"error": ...}; JSON objects compare canonically; a blank
+result is empty, as Anthropic sends it without content), and how tool ids
+are spelled (each provider renames the ids it refuses, so ids compare by
+order of first appearance: the first id seen is `#0`, and so on).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ def _canonical(value: Any) -> str:
 
 
 def _result_text(text: str) -> str:
+    if not text.strip():
+        return ""
     try:
         parsed = json.loads(text)
     except ValueError:
@@ -144,7 +149,10 @@ _EXTRACTORS = {
 
 def logical_sequence(format: str, payload: dict[str, Any]) -> list[Event]:
     events: list[Event] = []
+    ids: dict[str, str] = {}
     for event in _EXTRACTORS[format](payload):
+        if event[0] in {"call", "result"}:
+            event = (event[0], ids.setdefault(event[1], f"#{len(ids)}"), *event[2:])
         if event[0] == "text":
             text = event[2].rstrip()
             if not text.strip() or (event[1] == "user" and text == CONTINUATION_TEXT):

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
+from store.assembler import RepairKind, validate
+from store.assembler.formats.anthropic import _cacheable
+from store.assembler.tool_ids import ANTHROPIC
 from store.context import AgentProfile, ContextSlots
-from store.messages import ImagePart, Message, Reasoning, TextPart
+from store.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
 from tests.unit.assembler.builders import AC, A, T, U, build
 
 NO_SLOTS = ContextSlots()
@@ -134,3 +140,108 @@ def test_repair_indexes_follow_the_inserted_user_turn() -> None:
     assembly = build([A("one"), A("two", reasoning=reasoning)], format="anthropic", slots=NO_SLOTS)
     found = {r.kind.value: r.payload_index for r in assembly.diagnostics.repairs}
     assert found == {"inserted_user_turn": 0, "merged_for_alternation": 1, "hoisted_thinking": 1}
+
+
+# --- issue 11 ----------------------------------------------------------------------------
+
+
+def _kimi_round(call_id: str = "functions.ls:0") -> list[Message]:
+    call = ToolCall(id=call_id, name="ls", arguments={"path": "."})
+    return [
+        U(),
+        Message(role="assistant", tool_calls=(call,)),
+        Message(role="tool", tool_call_id=call_id, content="a.txt"),
+    ]
+
+
+def test_tool_ids_outside_the_pattern_are_renamed_consistently_and_listed() -> None:
+    assembly = build(_kimi_round(), format="anthropic", slots=NO_SLOTS)
+    messages = assembly.payload["messages"]
+    use_id = messages[1]["content"][0]["id"]
+    assert re.fullmatch(r"functions_ls_0_[0-9a-f]{8}", use_id)
+    assert messages[2]["content"][0]["tool_use_id"] == use_id
+    renamed = [r for r in assembly.diagnostics.repairs if r.kind is RepairKind.RENAMED_TOOL_ID]
+    assert len(renamed) == 1
+    assert "'functions.ls:0'" in renamed[0].detail
+    assert use_id in renamed[0].detail
+    assert validate("anthropic", assembly.payload) == []
+    again = build(_kimi_round(), format="anthropic", slots=NO_SLOTS)
+    assert again.payload == assembly.payload  # the same name at every build
+
+
+def test_a_renamed_id_never_takes_an_id_already_in_the_payload() -> None:
+    digest = hashlib.sha256(b"functions.ls:0").hexdigest()
+    taken = f"functions_ls_0_{digest[:8]}"
+    assert ANTHROPIC.rename("functions.ls:0", {taken}) == f"functions_ls_0_{digest[:12]}"
+    messages = [*_kimi_round(taken), *_kimi_round()[1:]]
+    assembly = build(messages, format="anthropic", slots=NO_SLOTS)
+    ids = [
+        b["id"]
+        for m in assembly.payload["messages"]
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert ids == [taken, f"functions_ls_0_{digest[:12]}"]
+    assert validate("anthropic", assembly.payload) == []
+
+
+def test_a_blank_result_is_sent_without_content_and_listed() -> None:
+    assembly = build(
+        [U(), AC(1), T(1, " \n ")], format="anthropic", slots=NO_SLOTS, cache_breakpoints=False
+    )
+    result = assembly.payload["messages"][2]["content"][0]
+    assert result == {"type": "tool_result", "tool_use_id": "c1"}
+    [repair] = assembly.diagnostics.repairs
+    assert (repair.kind, repair.payload_index) == (RepairKind.DROPPED_EMPTY_TEXT, 2)
+
+
+def test_the_breakpoint_is_never_on_a_thinking_block() -> None:
+    thinking = (Reasoning(provider="anthropic", text="hmm", signature="sig"),)
+    image_only = Message(
+        role="assistant", content=(ImagePart(url="https://x/a.png"),), reasoning=thinking
+    )
+    # repair off: the image-only message stays, and renders nothing (thinking
+    # alone is not sent), so the breakpoint goes on the block before it.
+    assembly = build([U("look"), image_only], format="anthropic", repair=False)
+    assert assembly.payload["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "## Useful Information\n\nfacts"},
+            ],
+        }
+    ]
+    assert validate("anthropic", assembly.payload) == []
+
+
+def test_cacheable_walks_back_past_thinking_blocks() -> None:
+    turns = [
+        {"role": "user", "content": [{"type": "text", "text": "a"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "redacted_thinking", "data": "d"},
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+            ],
+        },
+    ]
+    assert _cacheable(turns, (1, 1)) == (0, 0)
+    assert _cacheable(turns[1:], (0, 1)) is None
+
+
+def test_a_reused_call_id_is_renamed_with_its_results() -> None:
+    messages = [U(), AC(1), T(1), U("again"), AC(1), T(1, "second")]
+    assembly = build(messages, format="anthropic", slots=NO_SLOTS)
+    payload = assembly.payload["messages"]
+    assert payload[1]["content"][0]["id"] == "c1"
+    assert payload[2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "c1",
+        "content": "result 1",
+    }
+    assert payload[3]["content"][0]["id"] == "c1_2"
+    assert payload[4]["content"][0]["tool_use_id"] == "c1_2"
+    kinds = [r.kind for r in assembly.diagnostics.repairs]
+    assert kinds.count(RepairKind.RENAMED_DUPLICATE_TOOL_ID) == 1
+    assert validate("anthropic", assembly.payload) == []

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+from store.assembler import validate
 from store.context import ContextSlots
-from store.messages import ImagePart, Message, Reasoning, TextPart
+from store.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
 from tests.unit.assembler.builders import AC, A, T, U, build
 
 NO_SLOTS = ContextSlots()
@@ -72,3 +75,47 @@ def test_a_history_starting_with_the_model_gets_a_user_turn() -> None:
         "role": "user",
         "parts": [{"text": "(conversation continues)"}],
     }
+
+
+# --- issue 11 ----------------------------------------------------------------------------
+
+SIGNED = (Reasoning(provider="gemini", signature="Z3NpZw=="),)
+
+
+def test_an_image_only_assistant_message_with_a_signature_is_dropped_not_a_crash() -> None:
+    image_only = Message(role="assistant", content=(ImagePart(url="https://x/a.png"),))
+    messages = [U(), image_only.model_copy(update={"reasoning": SIGNED}), U("next")]
+    assembly = build(messages, format="gemini", slots=NO_SLOTS)
+    assert [c["role"] for c in assembly.payload["contents"]] == ["user"]
+    [repair] = assembly.diagnostics.repairs[:1]
+    assert repair.kind.value == "dropped_empty_assistant_message"
+    assert repair.message_index == 1
+    assert validate("gemini", assembly.payload) == []
+
+
+def test_with_repair_off_an_image_only_turn_is_not_sent_and_does_not_crash() -> None:
+    image_only = Message(
+        role="assistant", content=(ImagePart(url="https://x/a.png"),), reasoning=SIGNED
+    )
+    assembly = build([U(), image_only, U("next")], format="gemini", slots=NO_SLOTS, repair=False)
+    assert "thoughtSignature" not in json.dumps(assembly.payload)
+    assert [c["role"] for c in assembly.payload["contents"]] == ["user"]
+
+
+def test_a_result_that_is_not_strict_json_goes_as_text() -> None:
+    for text in ('{"x": NaN}', '{"y": 1e999}', '{"z": -Infinity}'):
+        payload = build([U(), AC(1), T(1, text)], format="gemini", slots=NO_SLOTS).payload
+        response = payload["contents"][2]["parts"][0]["functionResponse"]["response"]
+        assert response == {"output": text}
+        json.dumps(payload, allow_nan=False)
+
+
+def test_tool_ids_are_sent_as_they_are() -> None:
+    call = ToolCall(id="functions.ls:0", name="ls")
+    messages = [
+        U(),
+        Message(role="assistant", tool_calls=(call,)),
+        Message(role="tool", tool_call_id="functions.ls:0", content="r"),
+    ]
+    payload = build(messages, format="gemini", slots=NO_SLOTS).payload
+    assert payload["contents"][1]["parts"][0]["functionCall"]["id"] == "functions.ls:0"

@@ -74,7 +74,9 @@ OUTPUT = {"type": "function_call_output", "call_id": "1", "output": "r"}
 ASSISTANT_ITEM = {
     "type": "message",
     "role": "assistant",
-    "content": [{"type": "output_text", "text": "x"}],
+    "id": "msg_1",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "x", "annotations": []}],
 }
 REASONING = {"type": "reasoning", "id": "rs", "summary": []}
 
@@ -94,8 +96,11 @@ def test_R3_reasoning_not_followed_by_its_item() -> None:
     assert rules("openai-responses", {"input": [REASONING]}) == ["R3"]
 
 
+USER_ITEM = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+
+
 def test_R5_empty_instructions() -> None:
-    assert rules("openai-responses", {"instructions": " ", "input": []}) == ["R5"]
+    assert rules("openai-responses", {"instructions": " ", "input": [USER_ITEM]}) == ["R5"]
 
 
 def text(value: str) -> dict[str, Any]:
@@ -196,3 +201,149 @@ def test_ensure_valid_raises_with_every_violation_named() -> None:
     with pytest.raises(InvalidPayload, match=r"O2 at messages\[1\]") as raised:
         ensure_valid("openai-chat", chat(ASSISTANT_1, {"role": "user", "content": "x"}))
     assert [v.rule for v in raised.value.violations] == ["O2"]
+
+
+# --- issue 11: the rules the SDK types and the providers enforce beyond provider-rules.md ---
+
+
+def test_O7_empty_messages() -> None:
+    assert rules("openai-chat", chat()) == ["O7"]
+    assert rules("openai-chat", {}) == ["O7"]
+
+
+def test_O8_tool_call_id_over_40_characters() -> None:
+    long = "c" * 41
+    assistant = {"role": "assistant", "content": None, "tool_calls": [call(long)]}
+    tool = {"role": "tool", "tool_call_id": long, "content": "r"}
+    assert rules("openai-chat", chat(assistant, tool)) == ["O8", "O8"]
+    assert rules("openai-chat", chat({**ASSISTANT_1, "tool_calls": [call("c" * 40)]})) == ["O2"]
+
+
+@pytest.mark.parametrize("arguments", ['{"x": NaN}', '{"x": 1e999}', "[1]", "{", 7])
+def test_O9_arguments_not_a_strict_json_object(arguments: Any) -> None:
+    broken = {"id": "1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    assistant = {"role": "assistant", "content": None, "tool_calls": [broken]}
+    assert rules("openai-chat", chat(assistant, TOOL_1)) == ["O9"]
+
+
+def test_O10_a_second_result_for_one_call() -> None:
+    assert rules("openai-chat", chat(ASSISTANT_1, TOOL_1, TOOL_1)) == ["O10"]
+
+
+def test_R6_empty_input() -> None:
+    assert rules("openai-responses", {"input": []}) == ["R6"]
+    assert rules("openai-responses", {"instructions": "be brief"}) == ["R6"]
+
+
+def test_R7_duplicate_call_ids_and_item_ids() -> None:
+    again = [FUNCTION_CALL, OUTPUT, FUNCTION_CALL, OUTPUT]
+    assert rules("openai-responses", {"input": [USER_ITEM, *again]}) == ["R7", "R8"]
+    items = [USER_ITEM, ASSISTANT_ITEM, USER_ITEM, ASSISTANT_ITEM]
+    violations = validate("openai-responses", {"input": items})
+    assert [v.rule for v in violations] == ["R7"]
+    assert violations[0].message == "Duplicate item found with id msg_1"
+
+
+def test_R8_a_second_output_for_one_call() -> None:
+    payload = {"input": [USER_ITEM, FUNCTION_CALL, OUTPUT, OUTPUT]}
+    assert rules("openai-responses", payload) == ["R8"]
+
+
+def test_R9_arguments_not_strict_json() -> None:
+    broken = {**FUNCTION_CALL, "arguments": '{"x": Infinity}'}
+    assert rules("openai-responses", {"input": [USER_ITEM, broken, OUTPUT]}) == ["R9"]
+
+
+def test_R10_call_id_over_64_characters() -> None:
+    long = "c" * 65
+    items = [USER_ITEM, {**FUNCTION_CALL, "call_id": long}, {**OUTPUT, "call_id": long}]
+    assert rules("openai-responses", {"input": items}) == ["R10", "R10"]
+
+
+def test_R11_assistant_output_message_without_id_or_status() -> None:
+    bare = {k: v for k, v in ASSISTANT_ITEM.items() if k not in {"id", "status"}}
+    assert rules("openai-responses", {"input": [USER_ITEM, bare]}) == ["R11"]
+    not_msg = {**ASSISTANT_ITEM, "id": "item_1"}
+    assert rules("openai-responses", {"input": [USER_ITEM, not_msg]}) == ["R11"]
+    easy = {"type": "message", "role": "assistant", "content": "plain text"}
+    assert rules("openai-responses", {"input": [USER_ITEM, easy]}) == []
+
+
+def test_A7_blank_tool_result() -> None:
+    blank = {**RESULT, "content": "  "}
+    payload = turns(("user", [text("a")]), ("assistant", [USE]), ("user", [blank]))
+    assert rules("anthropic", payload) == ["A7"]
+    empty_text = {**RESULT, "content": [text(" ")]}
+    payload = turns(("user", [text("a")]), ("assistant", [USE]), ("user", [empty_text]))
+    assert rules("anthropic", payload) == ["A7"]
+
+
+def test_A11_empty_messages() -> None:
+    assert rules("anthropic", {"messages": []}) == ["A11"]
+
+
+def test_A12_tool_ids_outside_the_pattern() -> None:
+    use = {**USE, "id": "functions.ls:0"}
+    result = {**RESULT, "tool_use_id": "functions.ls:0"}
+    payload = turns(("user", [text("a")]), ("assistant", [use]), ("user", [result]))
+    violations = validate("anthropic", payload)
+    assert [v.rule for v in violations] == ["A12", "A12"]
+    assert violations[0].where == "messages[1].content[0].id"
+
+
+def test_A13_duplicate_tool_use_ids() -> None:
+    payload = turns(
+        ("user", [text("a")]),
+        ("assistant", [USE]),
+        ("user", [RESULT]),
+        ("assistant", [USE]),
+        ("user", [RESULT]),
+    )
+    assert rules("anthropic", payload) == ["A13"]
+
+
+def test_A14_cache_control_on_thinking() -> None:
+    mark = {"cache_control": {"type": "ephemeral"}}
+    for block in (
+        {"type": "thinking", "thinking": "t", "signature": "s"},
+        {"type": "redacted_thinking", "data": "d"},
+    ):
+        payload = turns(("user", [text("a")]), ("assistant", [{**block, **mark}, text("b")]))
+        assert rules("anthropic", payload) == ["A14"]
+
+
+def test_G7_empty_contents() -> None:
+    assert rules("gemini", {"contents": []}) == ["G7"]
+
+
+def test_G8_content_without_parts() -> None:
+    assert rules("gemini", gemini(("user", [{"text": "a"}]), ("model", []))) == ["G8"]
+
+
+def test_G9_orphan_function_response() -> None:
+    assert rules("gemini", gemini(("user", [RESPONSE_PART]))) == ["G9"]
+    payload = gemini(
+        ("user", [{"text": "a"}]), ("model", [{"text": "b"}]), ("user", [RESPONSE_PART])
+    )
+    assert rules("gemini", payload) == ["G9"]
+
+
+def test_G11_bytes_that_are_not_base64() -> None:
+    signed = {"text": "b", "thoughtSignature": "g-sig"}
+    assert rules("gemini", gemini(("user", [{"text": "a"}]), ("model", [signed]))) == ["G11"]
+    image = {"inlineData": {"mimeType": "image/png", "data": "ab+/cd=="}}
+    assert rules("gemini", gemini(("user", [image]))) == ["G11"]
+    good = {"inlineData": {"mimeType": "image/png", "data": "aGk="}}
+    assert rules("gemini", gemini(("user", [good]))) == []
+
+
+def test_X3_empty_messages() -> None:
+    assert rules("xml-tools", chat()) == ["X3"]
+
+
+@pytest.mark.parametrize("format", list(ProviderFormat))
+def test_J1_non_finite_numbers_anywhere(format: ProviderFormat) -> None:
+    payload: dict[str, Any] = {"messages": [], "input": [], "contents": [], "extra": [float("inf")]}
+    violations = validate(format, payload)
+    assert violations[-1].rule == "J1"
+    assert violations[-1].where == "extra[0]"
