@@ -17,6 +17,7 @@ balancer stops sending traffic to a replica that cannot serve it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -31,6 +32,7 @@ from api.routes import api_router
 from store.api_keys import tenant_for_key
 from store.bootstrap import open_storage
 from store.db import make_async_engine
+from store.errors import StorageFailure
 from store.settings import Settings, limits_from_settings
 
 DESCRIPTION = """\
@@ -119,7 +121,12 @@ def create_app(
         connection pool, in Prometheus' text format."""
         current: Services | None = getattr(app.state, "services", None)
         stats = pool_stats(current.storage) if current is not None else None
-        return PlainTextResponse(metrics.render(stats), media_type=CONTENT_TYPE)
+        lag = None
+        if current is not None:
+            # A scrape while the database is down still answers, without it.
+            with contextlib.suppress(StorageFailure):
+                lag = await current.storage.feed_lag()
+        return PlainTextResponse(metrics.render(stats, lag), media_type=CONTENT_TYPE)
 
     return app
 

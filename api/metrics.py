@@ -9,6 +9,7 @@ counted since it started:
                                                             StorageUnavailable, StorageError
     convo_appends_total                                     counter: appends that wrote
     convo_messages_appended_total                           counter: messages they wrote
+    convo_feed_lag_seconds                                  gauge: the feed horizon's age
     convo_pool_{min,max,size,available,requests_waiting}    gauges: the PostgreSQL pool
     convo_pool_{requests_num,requests_errors,connections_errors,connections_lost}_total
                                                             counters (the pool's); all
@@ -130,7 +131,9 @@ class Metrics:
         self.appends += 1
         self.messages_appended += messages
 
-    def render(self, pool_stats: Mapping[str, Any] | None = None) -> str:
+    def render(
+        self, pool_stats: Mapping[str, Any] | None = None, feed_lag: float | None = None
+    ) -> str:
         lines: list[str] = []
 
         def family(name: str, kind: str, help_: str) -> None:
@@ -187,6 +190,14 @@ class Metrics:
                 # psycopg_pool leaves a counter out until it is not 0.
                 family(f"convo_pool_{key}_total", "counter", help_)
                 lines.append(f"convo_pool_{key}_total {_number(pool_stats.get(key, 0))}")
+        if feed_lag is not None:
+            family(
+                "convo_feed_lag_seconds",
+                "gauge",
+                "How far the global feed's horizon is behind now: the age of the oldest "
+                "open transaction (feed readers see nothing newer).",
+            )
+            lines.append(f"convo_feed_lag_seconds {_number(feed_lag)}")
         return "\n".join(lines) + "\n"
 
 

@@ -203,4 +203,10 @@ class Storage(Protocol):
         """Raise a `StorageFailure` unless the storage answers (readiness)."""
         ...
 
+    async def feed_lag(self) -> float:
+        """Seconds the global feed's horizon is behind now: the age of the
+        oldest transaction still open (0 when none). Feed readers see nothing
+        newer than it (see store.postgres.feed)."""
+        ...
+
     async def close(self) -> None: ...

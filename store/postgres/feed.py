@@ -80,3 +80,19 @@ async def feed_head(conn: AsyncConnection[Any]) -> FeedPosition:
     row = await cursor.fetchone()
     assert row is not None
     return FeedPosition(transaction_id=row[0], position=row[1])
+
+
+# The oldest transaction still open anywhere in the cluster holds the
+# horizon back (`pg_snapshot_xmin`); its age is how far behind now the feed is.
+FEED_LAG = (
+    "SELECT coalesce(extract(epoch FROM now() - min(xact_start)), 0)::float8"
+    " FROM pg_stat_activity WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()"
+    " AND backend_xid IS NOT NULL"
+)
+
+
+async def feed_lag(conn: AsyncConnection[Any]) -> float:
+    """Seconds the feed's horizon is behind now (0: nothing holds it back)."""
+    cursor = await conn.execute(FEED_LAG)
+    row = await cursor.fetchone()
+    return float(row[0]) if row is not None else 0.0

@@ -541,6 +541,14 @@ class PostgresStorage:
     async def close(self) -> None:
         await self.pool.close()
 
+    async def feed_lag(self) -> float:
+        try:
+            async with self.pool.connection() as conn:
+                return await feed.feed_lag(conn)
+        except Exception as error:
+            _raise_ours(error, None)
+            raise
+
     async def ping(self) -> None:
         """One trivial query: does the database answer? (`/ready`)"""
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 
@@ -9,8 +10,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from api.deps import Services
 from api.metrics import Metrics
 from store.errors import ConversationBusy, StorageUnavailable
+from store.postgres import PostgresStorage
 from tests.api.conftest import TOOL_TURN, new_conversation
 
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
@@ -135,3 +138,21 @@ def test_label_values_are_escaped() -> None:
     text = metrics.render()
     assert 'route="a\\"b\\\\c\\nd"' in text
     samples(text)  # every line still parses
+
+
+async def test_the_feed_lag_is_the_age_of_the_oldest_open_transaction(
+    backend: str, acme: httpx.AsyncClient, services: Services
+) -> None:
+    assert (await scrape(acme))["convo_feed_lag_seconds"] >= 0
+    if backend == "memory":
+        assert (await scrape(acme))["convo_feed_lag_seconds"] == 0
+        return
+    storage = services.storage
+    assert isinstance(storage, PostgresStorage)
+    async with storage.pool.connection() as held:
+        # A transaction with an id, held open: the feed cannot pass it.
+        await held.execute("BEGIN")
+        await held.execute("SELECT pg_current_xact_id()")
+        await asyncio.sleep(0.3)
+        assert (await scrape(acme))["convo_feed_lag_seconds"] >= 0.3
+        await held.execute("ROLLBACK")
