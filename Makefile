@@ -48,10 +48,10 @@ format: install
 
 # Benchmarks need DATABASE_URL (or start the embedded server); each writes
 # bench/results/<name>.json, then docs/benchmarks.md is regenerated.
-bench: install
+# Everything, peers included (their environment is made on first use).
+bench: install $(PEERS_STAMP)
 	$(BIN)/python -m bench
-	@if [ -x $(PEERS_BIN)/python ]; then $(MAKE) --no-print-directory bench-peers; \
-	else echo "bench: peers skipped ($(PEERS_VENV) does not exist: make bench-peers)"; fi
+	$(MAKE) --no-print-directory bench-peers
 
 bench-quick: install
 	CONVO_BENCH_QUICK=1 $(BIN)/python -m bench write_path read_path

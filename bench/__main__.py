@@ -1,7 +1,12 @@
 """`make bench`: run every benchmark (or the named ones); each writes
 bench/results/<name>.json. Then `bench.summary` turns all the results files
 into docs/benchmarks.md. `CONVO_BENCH_QUICK=1` (`make bench-quick`): fewer
-repeats, same sizes where a goal names one."""
+repeats, same sizes where a goal names one.
+
+`peers` (bench/peers: the store against langchain-postgres, the OpenAI
+Agents SDK, Google ADK and LangGraph) runs only when named, in the peers'
+own virtualenv: `make bench-peers` (which `make bench` runs when
+`.venv-peers` exists)."""
 
 from __future__ import annotations
 

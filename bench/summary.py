@@ -17,7 +17,7 @@ from typing import Any
 from bench.report import RESULTS_DIR, comparison_cells, local_facts
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-ORDER = ("write_path", "read_path", "read_scaling", "cache_reuse")
+ORDER = ("write_path", "read_path", "read_scaling", "cache_reuse", "peers")
 
 
 def load_results() -> list[dict[str, Any]]:
@@ -80,8 +80,9 @@ def _section(document: dict[str, Any]) -> list[str]:
         "",
     ]
     rows = figures.get("comparisons")
+    extra = _peers(figures) if name == "peers" else []
     if not rows:
-        return [*lines, "No goals recorded by this benchmark.", ""]
+        return [*lines, "No goals recorded by this benchmark.", "", *extra]
     lines += [
         "| figure | store | baseline | ratio | goal | met |",
         "|---|---|---|---|---|---|",
@@ -91,7 +92,72 @@ def _section(document: dict[str, Any]) -> list[str]:
         if row.get("note"):
             cells[0] += f" ({row['note']})"
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return [*lines, ""]
+    return [*lines, "", *extra]
+
+
+VERDICT = {"ahead": " ✅", "behind": " ❌", "tie": " ＝", None: ""}
+
+
+def _peer_value(cell: dict[str, Any], unit: str) -> str:
+    if cell.get("text"):
+        return str(cell["text"])
+    value = cell.get("value")
+    if value is None:
+        return "n/a"
+    shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{shown} {unit}".strip()
+
+
+def _peers(figures: dict[str, Any]) -> list[str]:
+    """bench.peers' table: scenario x system, the store first; ✅ where the
+    store is ahead of that peer, ❌ where it is behind, ＝ where level. Then
+    the peers that could not run and where the store is not ahead, as the
+    results file says."""
+    rows = figures.get("table") or []
+    if not rows:
+        return []
+    names = [n for n in figures.get("order", []) if n in rows[0]["cells"]] or list(rows[0]["cells"])
+    systems = figures.get("systems", {})
+
+    def heading(name: str) -> str:
+        found = systems.get(name, {}).get("versions", {})
+        return f"{name} {found.get(name) or ''}".strip()
+
+    lines = [
+        "### The store against the peers",
+        "",
+        "Same server, same generated conversation, one process; each system on its own "
+        "fresh database through its own API and driver. ✅ the store is ahead of that peer, "
+        "❌ behind, ＝ level. What each call does and returns (and why it is the nearest "
+        "equivalent) is in the results file: `systems.<name>.calls`.",
+        "",
+        "| scenario | " + " | ".join(heading(n) for n in names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
+    for row in rows:
+        cells = []
+        for name in names:
+            cell = row["cells"][name]
+            text = _peer_value(cell, row["unit"]) + VERDICT[cell.get("verdict")]
+            if cell.get("note"):
+                text += f" ({cell['note']})"
+            cells.append(text)
+        lines.append("| " + " | ".join(_cell(c) for c in [row["scenario"], *cells]) + " |")
+    lines.append("")
+    failed = {n: s["status"] for n, s in systems.items() if s.get("status") != "ok"}
+    errors = figures.get("errors") or {}
+    if failed or errors:
+        lines += ["What could not be measured:", ""]
+        lines += [f"- {name}: {why}" for name, why in failed.items()]
+        for scenario, by_system in errors.items():
+            lines += [f"- {name}, {scenario}: {why}" for name, why in by_system.items()]
+        lines.append("")
+    behind = figures.get("not_ahead") or []
+    if behind:
+        lines += ["Where the store is not ahead:", ""]
+        lines += [f"- {_cell(note)}" for note in behind]
+        lines.append("")
+    return lines
 
 
 def render(documents: list[dict[str, Any]]) -> str:
