@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol, assert_never
+from typing import Protocol, assert_never
 
 from pydantic import ValidationError
 
@@ -38,7 +38,6 @@ from store.operations import (
     RollbackToBatch,
     StartBatch,
     Truncate,
-    parse_operation,
 )
 from store.tokens import TokenCounter, approximate_tokens, estimate_message_tokens
 from store.validation import (
@@ -297,73 +296,6 @@ async def _rollback(state: ConversationState, operation: RollbackToBatch) -> lis
             parameters=operation.parameters(),
         )
     ]
-
-
-# --- transitional: removed when the repository calls decide_batch_operation ---------
-# The keyword entry points the repository of before `store.operations` calls.
-# Each builds the operation's value (refusing a bad one with InvalidOperation)
-# and decides it as above.
-
-_SELECTIONS: dict[str, type[Truncate | Filter | Clear]] = {
-    "truncate": Truncate,
-    "filter": Filter,
-    "clear": Clear,
-}
-
-
-async def select_batch(
-    state: ConversationState,
-    operation: str,
-    parameters: dict[str, Any],
-    *,
-    adjust: bool = False,
-) -> list[DomainEvent]:
-    """Transitional: removed when the repository calls decide_batch_operation."""
-    if operation not in _SELECTIONS:
-        raise InvalidOperation(f"unknown batch operation {operation!r}")
-    value = parse_operation({**parameters, "operation": operation, "adjust": adjust})
-    return await decide_batch_operation(state, value, Limits())
-
-
-async def start_batch(
-    state: ConversationState,
-    boundary_seq: int,
-    limits: Limits,
-    *,
-    summary: Message | None = None,
-    retain: Sequence[int] = (),
-    adjust: bool = False,
-) -> list[DomainEvent]:
-    """Transitional: removed when the repository calls decide_batch_operation."""
-    value = parse_operation(
-        {
-            "operation": "start_batch",
-            "boundary_seq": boundary_seq,
-            "summary": summary,
-            "retain": tuple(retain),
-            "adjust": adjust,
-        }
-    )
-    return await decide_batch_operation(state, value, limits)
-
-
-async def insert_messages(
-    state: ConversationState,
-    position: int,
-    messages: Sequence[Message],
-    limits: Limits,
-) -> list[DomainEvent]:
-    """Transitional: removed when the repository calls decide_batch_operation."""
-    value = parse_operation(
-        {"operation": "insert", "position": position, "messages": tuple(messages)}
-    )
-    return await decide_batch_operation(state, value, limits)
-
-
-async def rollback_to_batch(state: ConversationState, batch: int) -> list[DomainEvent]:
-    """Transitional: removed when the repository calls decide_batch_operation."""
-    value = parse_operation({"operation": "rollback_to_batch", "batch": batch})
-    return await decide_batch_operation(state, value, Limits())
 
 
 # --- other commands -----------------------------------------------------------------

@@ -19,7 +19,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from store import commands
 from store.commands import Head, Limits, decide_batch_operation
 from store.errors import BoundaryError, InvalidMessage, InvalidOperation
 from store.events import BatchStarted, DomainEvent, MessageAppended
@@ -551,42 +550,3 @@ async def test_a_selection_that_hides_a_pending_call_needs_adjust() -> None:
         conversation, Truncate(keep_last=1, adjust=True), Limits()
     )
     assert (started(events).boundary, started(events).retained) == (Decimal(2), ())
-
-
-# --- transitional: the keyword entry points the old repository calls ---------------------
-
-
-async def test_the_transitional_entry_points_refuse_as_before() -> None:
-    conversation = five()
-    with pytest.raises(InvalidOperation, match="truncate keep_last: cannot be negative"):
-        await commands.select_batch(conversation, "truncate", {"keep_last": -1})
-    with pytest.raises(InvalidOperation, match="truncate needs one of"):
-        await commands.select_batch(conversation, "truncate", {})
-    with pytest.raises(InvalidOperation, match="needs roles"):
-        await commands.select_batch(conversation, "filter", {})
-    with pytest.raises(InvalidOperation, match="unknown roles"):
-        await commands.select_batch(conversation, "filter", {"roles": ["robot"]})
-    with pytest.raises(InvalidOperation, match="unknown batch operation 'insert'"):
-        await commands.select_batch(conversation, "insert", {})
-    with pytest.raises(InvalidOperation, match="outside the window"):
-        await commands.insert_messages(conversation, -1, [HI], Limits())
-    with pytest.raises(InvalidOperation, match="no batch 0"):
-        await commands.rollback_to_batch(conversation, 0)
-    with pytest.raises(InvalidOperation, match="seqs count from 1"):
-        await commands.start_batch(conversation, 0, Limits())
-
-
-async def test_the_transitional_entry_points_record_as_before() -> None:
-    conversation = five()
-    truncated = await commands.select_batch(
-        conversation, "truncate", {"range": [1, 3]}, adjust=True
-    )
-    assert started(truncated).parameters == {"range": [1, 3]}
-    cleared = await commands.select_batch(conversation, "clear", {"keep_system": False})
-    assert started(cleared).parameters == {"keep_system": False}
-    batch = await commands.start_batch(conversation, 4, Limits(), retain=[1], summary=SUMMARY)
-    assert started(batch).parameters == {"boundary_seq": 4, "retain": [1]}
-    inserted = await commands.insert_messages(conversation, 1, [HI, HI], Limits())
-    assert started(inserted).parameters == {"position": 1, "count": 2}
-    rolled = await commands.rollback_to_batch(conversation, 1)
-    assert started(rolled).parameters == {"batch": 1}
