@@ -4,6 +4,7 @@ timing helpers and facts about the machine and the server."""
 
 from __future__ import annotations
 
+import asyncio
 import cProfile
 import gc
 import io
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,24 @@ def code_revision() -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return f"{commit} + uncommitted changes" if dirty else commit
+
+
+def run_and_record(
+    name: str,
+    run: Callable[[str, Settings], Coroutine[Any, Any, dict[str, Any]]],
+    comparisons: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    *,
+    notes: str,
+) -> dict[str, Any]:
+    """A benchmark's common frame: a scratch database, `run` on it, the
+    machine's facts, the goals (`comparisons`), the results file."""
+    from bench.report import write_results
+
+    settings = Settings.from_env()
+    load_before = os.getloadavg()
+    with bench_database(settings) as url:
+        figures = asyncio.run(run(url, settings))
+        machine = machine_facts(url, settings, load_before)
+    figures["comparisons"] = comparisons(figures)
+    write_results(name, figures, notes=notes, machine=machine)
+    return figures

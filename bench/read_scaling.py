@@ -62,8 +62,6 @@ generic plan after a few executions.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import random
 import re
 import time
@@ -75,15 +73,14 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from bench.harness import (
-    bench_database,
-    machine_facts,
     median_ms,
     open_repository,
     quick_mode,
+    run_and_record,
     time_each,
     vacuum,
 )
-from bench.report import comparison, print_table, write_results
+from bench.report import comparison, print_table
 from store.db import make_sync_engine
 from store.messages import Message, MessageKind, ToolCall
 from store.repository import Repository
@@ -527,13 +524,7 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    settings = Settings.from_env()
-    load_before = os.getloadavg()
-    with bench_database(settings) as url:
-        figures = asyncio.run(run(url, settings))
-        machine = machine_facts(url, settings, load_before)
-    figures["comparisons"] = comparisons(figures)
-    write_results("read_scaling", figures, notes=__doc__ or "", machine=machine)
+    figures = run_and_record("read_scaling", run, comparisons, notes=__doc__ or "")
     sizes = figures["sizes"]
     print_table(
         "histories (one conversation each, same database)",

@@ -50,7 +50,6 @@ No figure is asserted; goals are compared in `comparisons`.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import time
 import uuid
@@ -60,17 +59,17 @@ import psycopg
 
 from bench.harness import (
     bench_database,
-    machine_facts,
     median_ms,
     open_repository,
     profile_calls,
     quick_mode,
     raw_async_connection,
     raw_sync_connection,
+    run_and_record,
     time_interleaved,
     vacuum,
 )
-from bench.report import comparison, print_comparisons, print_table, write_results
+from bench.report import comparison, print_comparisons, print_table
 from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
 from store.messages import Message
 from store.repository import Repository
@@ -495,13 +494,7 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    settings = Settings.from_env()
-    load_before = os.getloadavg()
-    with bench_database(settings) as url:
-        figures = asyncio.run(run(url, settings))
-        machine = machine_facts(url, settings, load_before)
-    figures["comparisons"] = comparisons(figures)
-    write_results("write_path", figures, notes=__doc__ or "", machine=machine)
+    figures = run_and_record("write_path", run, comparisons, notes=__doc__ or "")
     print_comparisons(
         f"append path vs raw psycopg ({'quick' if QUICK else 'full'} run)", figures["comparisons"]
     )

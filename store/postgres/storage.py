@@ -541,22 +541,24 @@ class PostgresStorage:
     async def close(self) -> None:
         await self.pool.close()
 
-    async def feed_lag(self) -> float:
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection outside any conversation, errors translated."""
         try:
             async with self.pool.connection() as conn:
-                return await feed.feed_lag(conn)
+                yield conn
         except Exception as error:
             _raise_ours(error, None)
             raise
 
+    async def feed_lag(self) -> float:
+        async with self._connection() as conn:
+            return await feed.feed_lag(conn)
+
     async def ping(self) -> None:
         """One trivial query: does the database answer? (`/ready`)"""
-        try:
-            async with self.pool.connection() as conn:
-                await conn.execute("SELECT 1")
-        except Exception as error:
-            _raise_ours(error, None)
-            raise
+        async with self._connection() as conn:
+            await conn.execute("SELECT 1")
 
     # --- writes ------------------------------------------------------------------
 
@@ -786,29 +788,17 @@ class PostgresStorage:
     # --- the log ---------------------------------------------------------------------
 
     async def _rows(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
-        try:
-            async with self.pool.connection() as conn:
-                cursor = await conn.execute(statement, params)
-                return await cursor.fetchall()
-        except Exception as error:
-            _raise_ours(error, None)
-            raise
+        async with self._connection() as conn:
+            cursor = await conn.execute(statement, params)
+            return await cursor.fetchall()
 
     async def read_feed(self, after: FeedPosition, limit: int) -> list[RecordedEvent]:
-        try:
-            async with self.pool.connection() as conn:
-                return await feed.read_feed(conn, after, limit)
-        except Exception as error:
-            _raise_ours(error, None)
-            raise
+        async with self._connection() as conn:
+            return await feed.read_feed(conn, after, limit)
 
     async def feed_head(self) -> FeedPosition:
-        try:
-            async with self.pool.connection() as conn:
-                return await feed.feed_head(conn)
-        except Exception as error:
-            _raise_ours(error, None)
-            raise
+        async with self._connection() as conn:
+            return await feed.feed_head(conn)
 
     async def conversation_ids(self) -> list[uuid.UUID]:
         return [r[0] for r in await self._rows(sql.CONVERSATION_IDS, {})]
