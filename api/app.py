@@ -28,6 +28,7 @@ from api.deps import Services, ServicesDep
 from api.errors import CONVERSATION_ERRORS, install_error_handlers
 from api.metrics import CONTENT_TYPE, Metrics, pool_stats
 from api.middleware import RequestContext, RequestLimits
+from api.openapi import install_openapi, operation_id_of
 from api.routes import api_router
 from store.api_keys import tenant_for_key
 from store.bootstrap import open_storage
@@ -45,7 +46,10 @@ Errors are `{"error": {"type": ..., "message": ...}}`.
 """
 
 TAGS = [
-    {"name": "conversations", "description": "Create, read, archive, delete."},
+    {
+        "name": "conversations",
+        "description": "Create, list, read, update metadata, archive, unarchive, delete.",
+    },
     {"name": "messages", "description": "Append (idempotent, optimistic concurrency), edit."},
     {"name": "agents", "description": "Agent profiles and context slots."},
     {"name": "batches", "description": "Visibility windows: start, truncate, filter, roll back."},
@@ -83,6 +87,7 @@ def create_app(
         description=DESCRIPTION,
         openapi_tags=TAGS,
         lifespan=lifespan,
+        generate_unique_id_function=operation_id_of,
     )
     if services is not None:
         app.state.services = services
@@ -92,8 +97,9 @@ def create_app(
     install_error_handlers(app)  # and CatchAll, around RequestLimits
     app.add_middleware(RequestContext, metrics=metrics)
     app.include_router(api_router)
+    install_openapi(app)
 
-    @app.get("/health", tags=["health"], summary="Liveness")
+    @app.get("/health", tags=["health"], summary="Liveness", operation_id="health")
     async def health() -> dict[str, str]:
         """The process answers; the database is not asked (see `/ready`)."""
         return {"status": "ok"}
@@ -102,6 +108,7 @@ def create_app(
         "/ready",
         tags=["health"],
         summary="Readiness",
+        operation_id="ready",
         responses={503: CONVERSATION_ERRORS[503]},
     )
     async def ready(services: ServicesDep) -> dict[str, str]:
@@ -113,6 +120,7 @@ def create_app(
         "/metrics",
         tags=["health"],
         summary="Prometheus metrics",
+        operation_id="metrics",
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {}}, "description": "Text format 0.0.4"}},
     )

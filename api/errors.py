@@ -13,6 +13,7 @@ adds `retry_after` (seconds), also sent as a `Retry-After` header.
     ConversationBusy (+ Retry-After)                              → 409
     ConversationNotFound (also another tenant's conversation)     → 404
     ConversationDeleted                                           → 410
+    ConversationIsArchived (unarchive it first)                   → 409
     InvalidMessage                                                → 422
     BoundaryError                                                 → 422
     InvalidOperation                                              → 422
@@ -68,6 +69,7 @@ from store.errors import (
     ConfigurationError,
     ConversationBusy,
     ConversationDeleted,
+    ConversationIsArchived,
     ConversationNotFound,
     ConvoStoreError,
     IdempotencyConflict,
@@ -130,6 +132,7 @@ STATUS_OF: tuple[tuple[type[ConvoStoreError], int], ...] = (
     (ConversationBusy, 409),
     (ConversationNotFound, 404),
     (ConversationDeleted, 410),
+    (ConversationIsArchived, 409),
     (InvalidMessage, 422),
     (BoundaryError, 422),
     (InvalidOperation, 422),
@@ -162,8 +165,9 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorBody, "description": "The request body is over CONVO_MAX_BODY_BYTES"},
     409: {
         "model": ErrorBody,
-        "description": "expected_version is stale, an idempotency conflict, or the"
-        " conversation is busy (ConversationBusy: retry after Retry-After)",
+        "description": "expected_version is stale, an idempotency conflict, the"
+        " conversation is archived (ConversationIsArchived: unarchive it first), or it is"
+        " busy (ConversationBusy: retry after Retry-After)",
     },
 }
 

@@ -93,6 +93,21 @@ def _escapes_problem(raw: bytes) -> str | None:
     return None
 
 
+ESCAPED_SLASH = "\x00"
+"""What an escaped `/` (`%2F`) inside a path segment becomes for routing:
+a conversation id may contain `/` ("team/alice"); sent as `team%2Falice`
+it must stay one segment. `api.schemas.ConversationIdPath` turns it back
+into `/` (an id never contains this character: ids are printable)."""
+
+
+def _with_escaped_slashes(raw_path: bytes) -> str:
+    """The decoded path, with each segment's own `/`s kept out of routing."""
+    return "/".join(
+        unquote_to_bytes(segment).decode().replace("/", ESCAPED_SLASH)
+        for segment in raw_path.split(b"/")
+    )
+
+
 class RequestLimits:
     def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
@@ -108,6 +123,8 @@ class RequestLimits:
                 response = error_response(422, "ValidationError", f"{part}: {problem}")
                 await response(scope, receive, send)
                 return
+        if b"%2f" in raw_path.lower():
+            scope = {**scope, "path": _with_escaped_slashes(raw_path)}
         limit = self.max_body_bytes
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:

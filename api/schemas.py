@@ -13,15 +13,23 @@ exactly the store's JSON.
 
 from __future__ import annotations
 
-import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Header, Path, Query
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+)
 
 from store import operations
 from store.assembler import Diagnostics, ProviderFormat
 from store.context import AgentProfile, ContextSlots, TodoItem
+from store.conversation_keys import MAX_KEY_LENGTH, key_problem
 from store.inputs import (
     MAX_BIGINT,
     MAX_INTEGER,
@@ -52,6 +60,37 @@ ExpectedVersionField = Annotated[
 
 # --- path, query and header parameters ------------------------------------------
 
+ConversationIdPath = Annotated[
+    str,
+    # `/` in an id travels as %2F (api.middleware.ESCAPED_SLASH).
+    AfterValidator(lambda value: value.replace("\x00", "/")),
+    Path(
+        min_length=1,
+        max_length=200,
+        description="The conversation's id: the string its creator chose (1-200 printable"
+        " characters), or the UUID generated when none was given. Unique per tenant.",
+        examples=["user-123"],
+    ),
+]
+
+
+def conversation_ref(conversation_id: str) -> str:
+    """What the repository takes for a `ConversationIdPath`: the id itself
+    (the repository checks it and names it in its errors)."""
+    return conversation_id
+
+
+def _checked_key(value: str) -> str:
+    problem = key_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+ConversationKey = Annotated[
+    str, Field(min_length=1, max_length=MAX_KEY_LENGTH), AfterValidator(_checked_key)
+]
+
 AgentIdPath = Annotated[AgentId, Path(description="`main` or a sub-agent's id.")]
 SlotPath = Annotated[SlotName, Path(description="A built-in or custom slot name.")]
 SeqPath = Annotated[int, Path(ge=1, le=MAX_BIGINT, description="The message's seq.")]
@@ -60,7 +99,9 @@ BatchQuery = Annotated[
     int | None, Query(ge=1, le=MAX_INTEGER, description="A past batch; default: current")
 ]
 AgentQuery = Annotated[AgentId | None, Query(description="Only this agent's messages.")]
-CountQuery = Annotated[int, Query(ge=0, le=MAX_READ_LIMIT)]
+CountQuery = Annotated[
+    int, Query(ge=0, le=MAX_READ_LIMIT, description=f"How many (0..{MAX_READ_LIMIT}).")
+]
 OrdinalQuery = Annotated[int, Query(ge=1, le=MAX_BIGINT)]
 IdempotencyKeyHeader = Annotated[
     str | None,
@@ -86,14 +127,57 @@ class _Body(BaseModel):
 
 
 class ConversationCreate(_Body):
-    id: uuid.UUID | None = Field(default=None, description="Chosen by the client; else random.")
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"metadata": {"project": "billing", "user": "u-42"}}]}
+    )
+
+    id: ConversationKey | None = Field(
+        default=None,
+        description="The id to address it by, unique per tenant: 1-200 printable characters,"
+        " e.g. a framework's session id. Omitted: a new UUID.",
+        examples=["user-123"],
+    )
     metadata: Metadata = Field(default_factory=dict)
+
+
+class ConversationUpdate(_Body):
+    """A change to the conversation's metadata, recorded as an event."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"metadata": {"status": "resolved", "draft": None}, "expected_version": 7}]
+        }
+    )
+
+    metadata: Metadata = Field(
+        description="mode=merge: a JSON merge patch (RFC 7396): each key is set, an object"
+        " merges into the one there, null removes the key. mode=replace: the new metadata"
+        " whole (null values dropped). At most 65,536 characters of JSON, before and after."
+    )
+    mode: Literal["merge", "replace"] = Field(
+        default="merge", description="merge (default) or replace the metadata."
+    )
+    expected_version: ExpectedVersionField = None
 
 
 # --- messages and agents --------------------------------------------------
 
 
 class MessagesAppend(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "messages": [
+                        {"role": "user", "content": "What is in the repo?", "kind": "input"},
+                        {"role": "assistant", "content": "Let me look."},
+                    ],
+                    "expected_version": 3,
+                }
+            ]
+        }
+    )
+
     messages: list[Message] = Field(
         description="Appended in order, all or nothing; at most "
         "CONVO_MAX_MESSAGES_PER_APPEND (default 1000).",
@@ -114,11 +198,26 @@ class MessagesAppend(_Body):
 
 
 class ContentReplace(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"content": "corrected text", "expected_version": 5}]}
+    )
+
     content: Content
     expected_version: ExpectedVersionField = None
 
 
 class AgentConfigure(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "is_sub_agent": True,
+                    "role_definition": "You review diffs and report risky changes.",
+                }
+            ]
+        }
+    )
+
     is_sub_agent: bool | None = Field(
         default=None, strict=True, description="Default: every agent but `main` is a sub-agent."
     )
@@ -139,6 +238,15 @@ SlotValue = Annotated[
 
 
 class SlotUpdate(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"value": "The tests live in tests/; run them with make test."},
+                {"value": [{"id": "1", "content": "write the parser", "status": "pending"}]},
+            ]
+        }
+    )
+
     value: SlotValue | None = Field(
         description="Text, TODO items (the `todo` slot), or null to clear the slot."
     )
@@ -150,7 +258,7 @@ class Written(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    conversation_id: uuid.UUID
+    conversation_id: str
     version: int
 
 
@@ -159,6 +267,45 @@ class Agent(BaseModel):
 
     profile: AgentProfile
     slots: ContextSlots
+
+
+# --- pins and forks -------------------------------------------------------------------
+
+
+ExpectedVersionQuery = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        le=MAX_BIGINT,
+        description="The conversation version this write expects; omitted: any. A stale "
+        "value is refused with 409 and nothing is written.",
+    ),
+]
+
+
+class ForkRequest(_Body):
+    """What to fork: the parent's messages up to `up_to_seq`, of `agent_id`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"new_conversation_id": "user-123-retry", "up_to_seq": 40},
+                {"up_to_seq": 12, "agent_id": "searcher", "metadata": {"why": "replay"}},
+            ]
+        }
+    )
+
+    new_conversation_id: ConversationKey | None = Field(
+        default=None, description="The fork's id, unique per tenant; omitted: a new UUID."
+    )
+    up_to_seq: Annotated[int, Field(strict=True, ge=1, le=MAX_BIGINT)] | None = Field(
+        default=None,
+        description="The last message the fork copies; omitted: the parent's last message.",
+    )
+    agent_id: AgentId | None = Field(
+        default=None, description="Copy only this agent's messages (and its profile and slots)."
+    )
+    metadata: Metadata = Field(default_factory=dict)
 
 
 # --- batch operations -----------------------------------------------------------------
@@ -218,6 +365,12 @@ BatchOperationRequest = Annotated[
 
 
 class AssembleRequest(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"agent_id": "main", "format": "anthropic", "options": {"repair": True}}]
+        }
+    )
+
     agent_id: AgentId = MAIN_AGENT
     format: ProviderFormat = ProviderFormat.OPENAI_CHAT
     options: Annotated[dict[str, Any], json_object(MAX_METADATA_CHARS, "options")] = Field(

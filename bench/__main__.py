@@ -13,7 +13,18 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("write_path", "read_path", "processes", "read_scaling", "cache_reuse")
+BENCHMARKS = (
+    "write_path",
+    "read_path",
+    "processes",
+    "read_scaling",
+    "cache_reuse",
+    "http_load",
+    "compaction",
+    "export_feed",
+    "search",
+    "fork",
+)
 
 
 def main(names: list[str]) -> None:

@@ -38,7 +38,6 @@ figure is asserted; goals are compared in `comparisons`.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -134,7 +133,7 @@ def counted(results: dict[str, int], name: str, read: Callable[[], Awaitable[Any
 
 
 def payload(
-    repository: Repository, conversation_id: uuid.UUID, format: str
+    repository: Repository, conversation_id: str, format: str
 ) -> Callable[[], Awaitable[Any]]:
     async def build() -> Any:
         return await repository.assemble(conversation_id, format=format)
@@ -166,8 +165,8 @@ async def measure(
     small: dict[str, Any],
     large: dict[str, Any],
 ) -> dict[str, Any]:
-    small_id: uuid.UUID = small["conversation_id"]
-    large_id: uuid.UUID = large["conversation_id"]
+    small_id: str = small["conversation_id"]
+    large_id: str = large["conversation_id"]
     returned: dict[str, int] = {}
 
     async def raw_all() -> list[Any]:

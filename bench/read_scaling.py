@@ -65,7 +65,6 @@ from __future__ import annotations
 import random
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,7 +232,7 @@ class _Ids:
 @dataclass
 class Loaded:
     size: int
-    conversation_id: uuid.UUID
+    conversation_id: str
     seconds: float
     compactions: int
     history: int = 0

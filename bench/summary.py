@@ -17,7 +17,7 @@ from typing import Any
 from bench.report import RESULTS_DIR, comparison_cells, local_facts
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-ORDER = ("write_path", "read_path", "read_scaling", "cache_reuse", "peers")
+ORDER = ("write_path", "read_path", "read_scaling", "cache_reuse", "http_load", "peers")
 
 
 def load_results() -> list[dict[str, Any]]:
@@ -80,7 +80,7 @@ def _section(document: dict[str, Any]) -> list[str]:
         "",
     ]
     rows = figures.get("comparisons")
-    extra = _peers(figures) if name == "peers" else []
+    extra = _peers(figures) if name == "peers" else _http_load(figures)
     if not rows:
         return [*lines, "No goals recorded by this benchmark.", "", *extra]
     lines += [
@@ -93,6 +93,47 @@ def _section(document: dict[str, Any]) -> list[str]:
             cells[0] += f" ({row['note']})"
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return [*lines, "", *extra]
+
+
+def _http_load(figures: dict[str, Any]) -> list[str]:
+    """bench.http_load's table: each operation, side and load with its rate,
+    median and p99; for HTTP, the load generator's own CPU, which shares the
+    cores with the server. Empty for other benchmarks."""
+    rows = figures.get("table") if "closed_loop" in figures else None
+    if not rows:
+        return []
+
+    def shown(value: float | None, digits: str = ".1f") -> str:
+        return "—" if value is None else format(value, digits)
+
+    lines = [
+        "### HTTP under load",
+        "",
+        "Closed loop: N clients, each on its own conversation, each sending its next "
+        "request when the previous one answered; open loop: a fixed schedule, latency "
+        "from when a request was due. Generator CPU is this process's (httpx) per "
+        "request and in cores; busy cores: the whole machine (other work included).",
+        "",
+        "| operation | side | clients | requests/s | median ms | p99 ms "
+        "| generator µs/request | generator cores | server cores | busy cores | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cells = [
+            row["operation"],
+            row["side"],
+            row["load"],
+            shown(row["requests_per_s"], ",.0f"),
+            shown(row["median_ms"], ".2f"),
+            shown(row["p99_ms"], ".2f"),
+            shown(row["generator_cpu_per_request_us"], ",.0f"),
+            shown(row["generator_cores"], ".2f"),
+            shown(row["server_cores"], ".2f"),
+            shown(row["machine_busy_cores"], ".2f"),
+            str(row["errors"]),
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return [*lines, ""]
 
 
 VERDICT = {"ahead": " ✅", "behind": " ❌", "tie": " ＝", None: ""}

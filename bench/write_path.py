@@ -107,7 +107,7 @@ class Stream:
     """One conversation appended to through the repository, its version tracked
     as a client would (the version the last append returned)."""
 
-    def __init__(self, repository: Repository, conversation_id: uuid.UUID, version: int) -> None:
+    def __init__(self, repository: Repository, conversation_id: str, version: int) -> None:
         self.repository = repository
         self.id = conversation_id
         self.version = version

@@ -175,6 +175,7 @@ def decode_stored(
     recorded_at: datetime | None,
     edited_content: Any = None,
     token_estimate: int | None = None,
+    pinned: bool = False,
 ) -> StoredMessage:
     """A `StoredMessage` from stored JSON and its row's columns.
 
@@ -188,6 +189,7 @@ def decode_stored(
     fields["role_ordinal"] = role_ordinal
     fields["recorded_at"] = recorded_at
     fields["edited"] = edited_content is not None
+    fields["pinned"] = pinned
     return _build(StoredMessage, fields)
 
 
@@ -197,7 +199,12 @@ def stored_from(
     """A just-appended `message` as stored (it was validated on the way in)."""
     values = message.__dict__.copy()
     values.update(
-        seq=seq, batch=batch, role_ordinal=role_ordinal, recorded_at=recorded_at, edited=False
+        seq=seq,
+        batch=batch,
+        role_ordinal=role_ordinal,
+        recorded_at=recorded_at,
+        edited=False,
+        pinned=False,
     )
     return _build(StoredMessage, values)
 

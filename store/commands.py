@@ -10,11 +10,12 @@ are made once and recorded in the events, projections only apply them.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Protocol, assert_never
+from typing import Any, Protocol, assert_never
 
 from pydantic import ValidationError
 
@@ -25,9 +26,11 @@ from store.events import (
     AgentConfigured,
     BatchStarted,
     ContextSlotUpdated,
+    ConversationMetadataChanged,
     DomainEvent,
     MessageAppended,
     MessageEdited,
+    MessagePinned,
 )
 from store.messages import Content, Message, MessageKind, StoredMessage
 from store.operations import (
@@ -53,8 +56,31 @@ from store.validation import (
 
 @dataclass(frozen=True, kw_only=True)
 class Head:
+    """Where the views are: the next seq, and each agent's current batch —
+    its own (`agent_batches`) once it has run a batch operation, else
+    `current_batch`, the batch every agent's window started in."""
+
     next_seq: int
     current_batch: int
+    agent_batches: Mapping[str, int] = field(default_factory=dict)
+
+    def batch_of(self, agent_id: str) -> int:
+        """The batch `agent_id`'s window is in: where its messages go."""
+        return self.agent_batches.get(agent_id, self.current_batch)
+
+    @property
+    def last_batch(self) -> int:
+        """The highest batch number so far (a new batch is this + 1): an
+        agent's batch only ever moves to a new, higher one."""
+        return max([self.current_batch, *self.agent_batches.values()])
+
+    def moved(self, agent_id: str, batch: int) -> Head:
+        """The head once `agent_id`'s window is in `batch`."""
+        return Head(
+            next_seq=self.next_seq,
+            current_batch=self.current_batch,
+            agent_batches={**self.agent_batches, agent_id: batch},
+        )
 
 
 class ConversationState(Protocol):
@@ -64,9 +90,21 @@ class ConversationState(Protocol):
 
     async def head(self) -> Head: ...
     async def calls(self, call_ids: set[str]) -> dict[str, CallState]: ...
-    async def pending_call_ids(self) -> set[str]: ...
-    async def window(self) -> list[win.WindowEntry]: ...
-    async def batch_window(self, batch: int) -> list[win.WindowEntry] | None: ...
+    async def pending_call_ids(self, agent_id: str | None = None) -> set[str]:
+        """The calls still waiting for a result (of `agent_id`, if given)."""
+        ...
+
+    async def window(self, agent_id: str) -> list[win.WindowEntry]:
+        """`agent_id`'s current window."""
+        ...
+
+    async def batch_window(
+        self, batch: int, agent_id: str | None = None
+    ) -> list[win.WindowEntry] | None:
+        """Batch `batch`'s window (of `agent_id`'s messages, if given); None
+        when there is no such batch, or it is another agent's."""
+        ...
+
     async def key_after(self, key: Decimal) -> Decimal | None: ...
     async def key_before(self, key: Decimal) -> Decimal | None: ...
     async def message(self, seq: int) -> StoredMessage | None: ...
@@ -107,13 +145,14 @@ async def append_messages(
     known = await state.calls(call_ids_involved(messages))
     validate_append(messages, known_calls=known, max_chars=limits.max_message_chars)
     head = head or await state.head()
-    batch = head.current_batch if batch is None else batch
     events: list[DomainEvent] = []
     for i, message in enumerate(messages):
         seq = head.next_seq + i
         key = Decimal(seq) if sort_keys is None else sort_keys[i]
+        # Each message joins its own agent's window.
+        number = head.batch_of(message.agent_id) if batch is None else batch
         events.append(
-            MessageAppended(seq=seq, sort_key=key, batch=batch, message=_prepared(message, limits))
+            MessageAppended(seq=seq, sort_key=key, batch=number, message=_prepared(message, limits))
         )
     return events
 
@@ -134,7 +173,7 @@ async def decide_batch_operation(
         case StartBatch():
             return await _start_batch(state, operation, limits)
         case Truncate() | Filter() | Clear():
-            window = await state.window()
+            window = await state.window(operation.agent_id)
             event, _ = await _new_batch(
                 state, operation, win.select(window, operation), window, adjust=operation.adjust
             )
@@ -156,20 +195,23 @@ async def _new_batch(
     adjust: bool,
     summary_seq: int | None = None,
 ) -> tuple[BatchStarted, Head]:
+    agent = operation.agent_id
     checked = win.enforce_tool_blocks(
-        window, selected, pending_call_ids=await state.pending_call_ids(), adjust=adjust
+        window, selected, pending_call_ids=await state.pending_call_ids(agent), adjust=adjust
     )
     head = await state.head()
     definition = win.selection_to_batch(window, checked, next_seq=head.next_seq)
     event = BatchStarted(
-        batch=head.current_batch + 1,
+        batch=head.last_batch + 1,
         boundary=definition.boundary,
         retained=definition.retained,
         summary_seq=summary_seq,
         operation=operation.operation,
         parameters=operation.parameters(),
+        agent_id=agent,
+        source=head.batch_of(agent),
     )
-    return event, Head(next_seq=head.next_seq, current_batch=head.current_batch + 1)
+    return event, head.moved(agent, event.batch)
 
 
 async def _start_batch(
@@ -183,7 +225,7 @@ async def _start_batch(
             f"start_batch boundary_seq {operation.boundary_seq} is past the end of the "
             f"conversation: it must be between 1 and {head.next_seq} (the next message's seq)"
         )
-    window = await state.window()
+    window = await state.window(operation.agent_id)
     selected = win.select(window, operation)
     summary = operation.summary
     summary_seq = head.next_seq if summary is not None else None
@@ -192,13 +234,32 @@ async def _start_batch(
     )
     events: list[DomainEvent] = [event]
     if summary is not None:
+        (summary,) = _of_agent([summary], operation.agent_id)
         summary = summary.model_copy(update={"kind": MessageKind.SUMMARY})
         tail = [e for e in window if e.sort_key >= event.boundary]
         key = await _keys_before(state, tail[0].sort_key, 1) if tail else [Decimal(head.next_seq)]
         events += await append_messages(
-            state, [summary], limits, sort_keys=key, batch=new_head.current_batch, head=new_head
+            state, [summary], limits, sort_keys=key, batch=event.batch, head=new_head
         )
     return events
+
+
+def _of_agent(messages: Sequence[Message], agent_id: str) -> list[Message]:
+    """`messages` as messages of `agent_id`, whose window an operation
+    adds them to; one that names another agent is refused."""
+    owned = []
+    for i, message in enumerate(messages):
+        if message.agent_id != agent_id:
+            if "agent_id" in message.model_fields_set:
+                raise InvalidMessage(
+                    f"this message is agent {message.agent_id!r}'s, but the operation adds "
+                    f"it to agent {agent_id!r}'s window",
+                    index=i,
+                    client_id=message.client_message_id,
+                )
+            message = message.model_copy(update={"agent_id": agent_id})
+        owned.append(message)
+    return owned
 
 
 async def _keys_before(state: ConversationState, key: Decimal, count: int) -> list[Decimal]:
@@ -212,8 +273,9 @@ async def _insert(state: ConversationState, operation: Insert, limits: Limits) -
     The log stays append-only: the messages get the next sequence numbers,
     and sort keys that put them where they were asked for.
     """
-    position, messages = operation.position, operation.messages
-    window = await state.window()
+    position, agent = operation.position, operation.agent_id
+    messages = _of_agent(operation.messages, agent)
+    window = await state.window(agent)
     if position > len(window):
         raise InvalidOperation(
             f"insert position {position} is outside the window (0..{len(window)})"
@@ -233,7 +295,7 @@ async def _insert(state: ConversationState, operation: Insert, limits: Limits) -
         # Results follow their call: a result right after the point means
         # the point is inside a tool-call block.
         raise InvalidOperation(f"insert position {position} is inside a tool-call block")
-    waiting = _waiting_calls_of_block(window, before, await state.pending_call_ids())
+    waiting = _waiting_calls_of_block(window, before, await state.pending_call_ids(agent))
     if waiting:
         # The result still to come must follow its call; anything placed
         # here would end up between them.
@@ -251,7 +313,7 @@ async def _insert(state: ConversationState, operation: Insert, limits: Limits) -
         keys = win.keys_between(before.sort_key, high or after.sort_key, len(messages))
     event, new_head = await _new_batch(state, operation, window, window, adjust=False)
     appended = await append_messages(
-        state, messages, limits, sort_keys=keys, batch=new_head.current_batch, head=new_head
+        state, messages, limits, sort_keys=keys, batch=event.batch, head=new_head
     )
     return [event, *appended]
 
@@ -270,15 +332,20 @@ def _waiting_calls_of_block(
 
 async def _rollback(state: ConversationState, operation: RollbackToBatch) -> list[DomainEvent]:
     """Make batch k's view current again, as a new batch."""
-    batch = operation.batch
-    source = await state.batch_window(batch)
+    batch, agent = operation.batch, operation.agent_id
+    source = await state.batch_window(batch, agent)
     if source is None:
-        current = (await state.head()).current_batch
+        last = (await state.head()).last_batch
+        if batch > last:
+            raise InvalidOperation(
+                f"there is no batch {batch} to roll back to: batches are 1..{last}"
+            )
         raise InvalidOperation(
-            f"there is no batch {batch} to roll back to: batches are 1..{current}"
+            f"batch {batch} is another agent's window, not agent {agent!r}'s: "
+            "an agent rolls back to one of its own batches (or one of every agent's)"
         )
     shown_calls = {c for e in source for c in e.call_ids}
-    hidden = sorted(await state.pending_call_ids() - shown_calls)
+    hidden = sorted(await state.pending_call_ids(agent) - shown_calls)
     if hidden:
         raise BoundaryError(
             f"batch {batch} does not show tool call(s) {', '.join(hidden)} still waiting for "
@@ -289,11 +356,13 @@ async def _rollback(state: ConversationState, operation: RollbackToBatch) -> lis
     definition = win.selection_to_batch(source, source, next_seq=head.next_seq)
     return [
         BatchStarted(
-            batch=head.current_batch + 1,
+            batch=head.last_batch + 1,
             boundary=definition.boundary,
             retained=definition.retained,
             operation=operation.operation,
             parameters=operation.parameters(),
+            agent_id=agent,
+            source=batch,
         )
     ]
 
@@ -334,6 +403,16 @@ async def replace_content(
     ]
 
 
+async def pin_message(state: ConversationState, seq: int, pinned: bool) -> list[DomainEvent]:
+    """Pin (or unpin) a message; no event when it already is (or is not)."""
+    message = await state.message(seq)
+    if message is None:
+        raise InvalidOperation(f"there is no message with seq {seq}")
+    if message.pinned == pinned:
+        return []
+    return [MessagePinned(seq=seq, pinned=pinned)]
+
+
 def configure_agent(profile: AgentProfile) -> list[DomainEvent]:
     if profile.is_sub_agent and profile.agent_id == "main":
         raise InvalidOperation("the main agent cannot be configured as a sub-agent")
@@ -357,3 +436,37 @@ def update_slot(
     if value is not None and not isinstance(value, str):
         raise InvalidOperation(f"the {slot} slot holds text")
     return [ContextSlotUpdated(agent_id=agent_id, slot=slot, text=value)]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7396): an object patch merges key by key, a
+    null removes its key, anything else replaces the value whole."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    # Not `a == b`: Python holds 1 == 1.0 == True, JSON does not.
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def change_metadata(
+    current: dict[str, Any], patch: dict[str, Any], *, replace: bool = False
+) -> list[DomainEvent]:
+    """The conversation's new metadata: `patch` merged into `current` (or,
+    with `replace`, `patch` itself, nulls dropped); no event when nothing changes.
+    The result is held to the metadata limits (`store.inputs`)."""
+    metadata = merge_patch({} if replace else current, patch)
+    if _same_json(metadata, current):
+        return []
+    try:
+        return [ConversationMetadataChanged(metadata=metadata)]
+    except ValidationError as error:
+        raise InvalidOperation(f"invalid metadata: {error.errors()[0]['msg']}") from None

@@ -5,6 +5,7 @@
     ├── IdempotencyConflict       same idempotency key, different content
     ├── ConversationNotFound
     ├── ConversationDeleted       the conversation was purged
+    ├── ConversationIsArchived    a write to an archived conversation (unarchive it first)
     ├── InvalidMessage            a message breaks a rule (names which and why)
     ├── InvalidOperation          a batch/context operation that cannot apply
     │   └── BoundaryError         a boundary would split a tool block or hide a pending call
@@ -93,6 +94,19 @@ class ConversationDeleted(ConvoStoreError):
     def __init__(self, conversation_id: Any) -> None:
         self.conversation_id = conversation_id
         super().__init__(f"conversation {conversation_id} was deleted")
+
+
+class ConversationIsArchived(ConvoStoreError):
+    """An archived conversation is read-only: every write but `unarchive`
+    (and `delete`) is refused until it is unarchived. (Not named
+    `ConversationArchived`: that is the event that archives it.)"""
+
+    def __init__(self, conversation_id: Any) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(
+            f"conversation {conversation_id} is archived, so it is read-only;"
+            " unarchive it before writing to it"
+        )
 
 
 class InvalidMessage(ConvoStoreError, ValueError):

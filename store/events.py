@@ -31,6 +31,9 @@ class _Event(BaseModel):
 class ConversationStarted(_Event):
     type: Literal["conversation_started"] = "conversation_started"
     tenant: str
+    # The id its creator chose (store.conversation_keys); events recorded
+    # before ids were chosen lack it (their stream row has it).
+    key: str | None = None
     # Bounded, finite JSON (store.inputs): NaN never reaches the storage.
     metadata: Metadata = Field(default_factory=dict)
 
@@ -101,18 +104,82 @@ class BatchStarted(_Event):
     summary_seq: int | None = None
     operation: str
     parameters: dict[str, Any] = Field(default_factory=dict)
+    # The agent whose window this batch is (docs/storage.md, "A window per
+    # agent"): only its messages are shown, and only its messages join it.
+    # None: a batch of every agent's window, as every batch recorded before
+    # migration 0007 was.
+    agent_id: str | None = None
+    # The batch it selects from (that agent's window before it); None in
+    # events recorded before 0007, where it follows from the operation.
+    source: int | None = None
 
     @property
     def source_batch(self) -> int:
-        """The batch whose window this one selects from: the batch rolled
-        back to, or else the one it follows (a new batch is always current + 1)."""
+        """The batch whose window this one selects from: as recorded, else
+        the batch rolled back to, or else the one it follows (before 0007 a
+        new batch was always current + 1)."""
+        if self.source is not None:
+            return self.source
         if self.operation == "rollback_to_batch":
             return int(self.parameters["batch"])
         return self.batch - 1
 
+    def data(self) -> dict[str, Any]:
+        # An event of one window names it; one of every agent's (recorded
+        # before 0007) keeps the shape it had.
+        data = self.model_dump(mode="json", exclude={"type"})
+        for name in ("agent_id", "source"):
+            if data[name] is None:
+                del data[name]
+        return data
+
+
+class MessagePinned(_Event):
+    """A message was pinned (`pinned`) or unpinned: a compaction keeps
+    pinned messages in the new window. Nothing else reads the flag."""
+
+    type: Literal["message_pinned"] = "message_pinned"
+    seq: int
+    pinned: bool = True
+
+
+class ConversationForked(_Event):
+    """The first event of a fork: a new conversation whose history is
+    `parent`'s messages up to `up_to_seq` (only `agent_id`'s, if given), as
+    they read at the parent's version `parent_version`. The messages follow
+    this event in the fork's own log, as `message_appended` events (then
+    `message_pinned`, agent profiles and slots), so the fork owns what it
+    shows: see docs/storage.md, "Forks"."""
+
+    type: Literal["conversation_forked"] = "conversation_forked"
+    tenant: str
+    key: str  # the fork's id (store.conversation_keys)
+    parent: str  # the parent's id
+    parent_version: int
+    up_to_seq: int
+    agent_id: str | None = None
+    messages: int = 0
+    metadata: Metadata = Field(default_factory=dict)
+
 
 class ConversationArchived(_Event):
+    """The conversation became read-only (`store.errors.ConversationIsArchived`)."""
+
     type: Literal["conversation_archived"] = "conversation_archived"
+
+
+class ConversationUnarchived(_Event):
+    """The conversation is writable again."""
+
+    type: Literal["conversation_unarchived"] = "conversation_unarchived"
+
+
+class ConversationMetadataChanged(_Event):
+    """The conversation's metadata, whole, as a merge patch left it (the
+    patch was applied once, when the command ran)."""
+
+    type: Literal["conversation_metadata_changed"] = "conversation_metadata_changed"
+    metadata: Metadata = Field(default_factory=dict)
 
 
 class ConversationPurged(_Event):
@@ -129,7 +196,11 @@ DomainEvent = Annotated[
     | AgentConfigured
     | ContextSlotUpdated
     | BatchStarted
+    | MessagePinned
+    | ConversationForked
     | ConversationArchived
+    | ConversationUnarchived
+    | ConversationMetadataChanged
     | ConversationPurged,
     Field(discriminator="type"),
 ]

@@ -179,6 +179,8 @@ class StoredMessage(Message):
     role_ordinal: int = 0
     recorded_at: datetime | None = None
     edited: bool = False
+    # Pinned messages are kept in the window by compaction (`Repository.pin_message`).
+    pinned: bool = False
 
     def as_message(self) -> Message:
         return Message.model_validate(self.model_dump(include=set(Message.model_fields)))

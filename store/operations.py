@@ -8,6 +8,10 @@ events, `store.window` selects with them, and the HTTP API takes them as
 the body of `POST /conversations/{id}/batches` (adding only
 `expected_version`).
 
+Every operation acts on one agent's window (`agent_id`, default `main`):
+it selects from that agent's messages, and its new batch is that agent's;
+the other agents' windows are untouched (docs/storage.md).
+
 Everything that can be checked on the value alone is checked here: ranges,
 lengths, roles, truncate's one form, filter's one criterion. What needs the
 conversation (a boundary past the end, an insert position past the window,
@@ -48,8 +52,8 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from store.errors import InvalidOperation
-from store.inputs import TEXT_RULE
-from store.messages import ROLES, Message, Role
+from store.inputs import TEXT_RULE, AgentId
+from store.messages import MAIN_AGENT, ROLES, Message, Role
 
 # The largest value a PostgreSQL bigint holds: seqs, batch numbers and
 # positions are compared with bigint columns.
@@ -138,6 +142,15 @@ Adjust = Annotated[
 
 class _Operation(BaseModel, ABC):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Whose window the operation acts on: each agent has one (its messages,
+    # in a batch of its own once it has run an operation); the other
+    # agents' windows are untouched.
+    agent_id: AgentId = Field(
+        default=MAIN_AGENT,
+        description="The agent whose window this acts on (`main` or a sub-agent's id); "
+        "other agents' windows are untouched.",
+    )
 
     @abstractmethod
     def parameters(self) -> dict[str, Any]:

@@ -41,6 +41,9 @@ conversations = Table(
     metadata,
     Column("id", UUID(as_uuid=True), nullable=False),
     Column("tenant", Text, nullable=False, server_default=text(f"'{DEFAULT_TENANT}'")),
+    # The id its creator chose (`id` is derived from it and the tenant:
+    # store.conversation_keys); unique per tenant because `id` is.
+    Column("key", Text, nullable=False),
     # Number of events in the stream: the optimistic-concurrency token.
     Column("version", BigInteger, nullable=False, server_default=text("0")),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
@@ -62,11 +65,23 @@ conversations = Table(
         nullable=False,
         server_default=text("'{0,0,0,0}'::bigint[]"),
     ),
+    # Each agent whose window is in a batch of its own: {"agent": batch}
+    # (every other agent's is `current_batch`). Read with the lock, written
+    # by a batch operation: an append never changes it (docs/storage.md).
+    Column("agent_batches", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     PrimaryKeyConstraint("id", name="pk_conversations"),
     CheckConstraint("version >= 0", name="ck_conversations_version_not_negative"),
     # Not on updated_at: every append updates it, and an indexed column would
     # make each of those updates a non-HOT one (a new index entry per append).
-    Index("ix_conversations_tenant_created_at", "tenant", "created_at"),
+    # Listing: one range per page, ties by id (store.listing, migration 0008).
+    Index("ix_conversations_tenant_created_at_id", "tenant", "created_at", "id"),
+    # Metadata containment (`@>`); appends never change metadata.
+    Index(
+        "ix_conversations_metadata",
+        "metadata",
+        postgresql_using="gin",
+        postgresql_ops={"metadata": "jsonb_path_ops"},
+    ),
     # Room on each page for the row's next version (HOT updates, pruned in place).
     postgresql_with={"fillfactor": "50"},
 )

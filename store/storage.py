@@ -26,13 +26,18 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Protocol
 
 from store.commands import ConversationState
+from store.compaction.candidates import CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots
+from store.feed import ChangedConversation, FeedEvent, FeedPage
+from store.listing import ConversationQuery, Listed
 from store.messages import Message, Role, StoredMessage
 from store.projections.projector import Changes, Recorded, ViewHead
 from store.records import FeedPosition, RecordedEvent
+from store.search import SearchPage, SearchQuery
 from store.values import Batch, Conversation, ToolBlock
 
 
@@ -70,6 +75,24 @@ class StoredRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ForkSource:
+    """What a fork copies from its parent, read in the fork's transaction
+    with the parent's stream row share-locked (no write to the parent
+    until the fork commits): its version, and of the messages up to
+    `up_to_seq` (of one agent, if asked) how many, the highest seq, each
+    role's count and how many are pinned; its agents' profiles and slots."""
+
+    version: int
+    up_to_seq: int
+    messages: int
+    last_seq: int
+    pinned: int
+    role_counts: dict[str, int]
+    profiles: tuple[AgentProfile, ...]
+    slots: tuple[tuple[str, str, Any], ...]  # (agent, slot, value as stored)
+
+
+@dataclass(frozen=True, kw_only=True)
 class EventToWrite:
     version: int
     type: str
@@ -83,6 +106,9 @@ class Write:
     events: tuple[EventToWrite, ...]
     changes: Changes
     request: tuple[str, StoredRequest] | None = None
+    # The stream's version after the write, when its last event is not the
+    # last one written (a fork's copied events are written by a step).
+    version: int | None = None
 
 
 class WriteSession(ConversationState, Protocol):
@@ -104,6 +130,14 @@ class WriteSession(ConversationState, Protocol):
         self, first_version: int, last_version: int
     ) -> list[StoredMessage]:
         """The messages appended by the events in [first_version, last_version]."""
+        ...
+
+    async def fork_source(
+        self, parent: uuid.UUID, tenant: str, up_to_seq: int | None, agent_id: str | None
+    ) -> ForkSource:
+        """Share-lock `parent` (tenant's, not deleted: else ConversationNotFound /
+        ConversationDeleted naming it) and read what forking it copies;
+        `up_to_seq` None: up to its last message."""
         ...
 
     async def write(self, write: Write) -> None: ...
@@ -133,12 +167,29 @@ class AssemblyInput:
 
 @dataclass(frozen=True, kw_only=True)
 class HistoryPage:
-    """A keyset page of a conversation's whole history, by seq."""
+    """A keyset page of a conversation's messages, by seq: its whole
+    history, or (`visible_only`) the current batch's window; optionally
+    only one role, agent or kind."""
 
     after_seq: int | None = None
     before_seq: int | None = None
     limit: int = 100
     descending: bool = False
+    role: Role | None = None
+    agent_id: str | None = None
+    kind: str | None = None
+    visible_only: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowPage:
+    """A keyset page of a batch's window (None: the current one), in window
+    order: the messages whose sort key is past `after_key`."""
+
+    batch: int | None = None
+    agent_id: str | None = None
+    after_key: Decimal | None = None
+    limit: int = 1000
 
 
 class Storage(Protocol):
@@ -148,12 +199,12 @@ class Storage(Protocol):
         conversation_id: uuid.UUID,
         tenant: str,
         *,
-        create: bool = False,
+        create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
     ) -> AbstractAsyncContextManager[WriteSession]:
         """A write transaction on the conversation's locked stream row;
-        with `create`, a missing conversation is created at version 0 for
-        `tenant` first."""
+        with `create` (the conversation's id as its creator chose it), a
+        missing conversation is created at version 0 for `tenant` first."""
         ...
 
     # --- reads ---------------------------------------------------------------
@@ -177,6 +228,16 @@ class Storage(Protocol):
     async def history(
         self, conversation_id: uuid.UUID, tenant: str, page: HistoryPage
     ) -> list[StoredMessage]: ...
+    async def window_page(
+        self, conversation_id: uuid.UUID, tenant: str, page: WindowPage
+    ) -> list[tuple[Decimal, StoredMessage]]:
+        """The page's messages, each with its sort key (the next page's cursor)."""
+        ...
+
+    async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
+        """A page of the tenant's conversations that are not deleted."""
+        ...
+
     async def tool_blocks(
         self, conversation_id: uuid.UUID, tenant: str, *, pending_only: bool, agent_id: str | None
     ) -> list[ToolBlock]: ...
@@ -190,6 +251,11 @@ class Storage(Protocol):
     async def assembly_input(
         self, conversation_id: uuid.UUID, tenant: str, agent_id: str
     ) -> AssemblyInput: ...
+
+    async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
+        """A page of `tenant`'s messages matching `query` (store.search),
+        newest first. Never another tenant's messages."""
+        ...
 
     # --- the log -------------------------------------------------------------
     async def read_feed(self, after: FeedPosition, limit: int) -> list[RecordedEvent]: ...
@@ -207,6 +273,46 @@ class Storage(Protocol):
         """Seconds the global feed's horizon is behind now: the age of the
         oldest transaction still open (0 when none). Feed readers see nothing
         newer than it (see store.postgres.feed)."""
+        ...
+
+    # --- export and the tenant feed (store.feed, store.export) --------------------
+    async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
+        """The tenant's events after `after` in feed order: at most `limit`,
+        out of at most `store.feed.scan_limit(limit)` events of the global feed."""
+        ...
+
+    async def conversation_events(
+        self, conversation_id: uuid.UUID, tenant: str, after_version: int, limit: int
+    ) -> list[FeedEvent]:
+        """The conversation's events after `after_version`, by version."""
+        ...
+
+    async def changed_conversations(
+        self, tenant: str, since: datetime, after: uuid.UUID | None, limit: int
+    ) -> list[ChangedConversation]:
+        """The tenant's conversations (not deleted) changed at or after
+        `since`, by id, after `after`."""
+        ...
+
+    async def wait_for_feed(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
+        """Return when the feed may have moved, or after at most `timeout` seconds."""
+        ...
+
+    # --- compaction (store.compaction) ------------------------------------------------
+    async def compaction_candidates(
+        self, tenant: str, query: CandidateQuery
+    ) -> list[CompactionCandidate]:
+        """A page of the tenant's conversations (not deleted, not archived)
+        whose agent's current window holds more than `query.max_messages`
+        messages or `query.max_tokens` tokens, by (created_at, stream id)
+        after `query.after` (see store.compaction.candidates for the cost)."""
+        ...
+
+    def try_claim(self, name: str) -> AbstractAsyncContextManager[bool]:
+        """Hold `name` against every other holder of this database (every
+        process), without waiting: yields whether it was claimed; released
+        on exit (PostgreSQL: a session advisory lock, released also when the
+        connection dies)."""
         ...
 
     async def close(self) -> None: ...

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import itertools
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -43,33 +44,43 @@ from pydantic import TypeAdapter
 
 from store.codec import decode_message, decode_stored, message_text
 from store.commands import Head, Limits
+from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
-from store.errors import ConversationDeleted, ConversationNotFound
+from store.errors import ConversationDeleted, ConversationNotFound, InvalidOperation
 from store.events import from_data
-from store.messages import ROLES, Role, StoredMessage
+from store.feed import ChangedConversation, FeedEvent, FeedPage, checkpoint, scan_limit
+from store.listing import ConversationCursor, ConversationQuery, Listed, json_contains
+from store.messages import MAIN_AGENT, ROLES, Role, StoredMessage
 from store.projections.projector import (
     AppendMessages,
     Archive,
     Changes,
     ConfigureAgent,
+    CopyForked,
     EditMessage,
     MessageRow,
+    PinMessage,
     PurgeViews,
     Recorded,
+    SetMetadata,
     SetSlot,
     StartBatch,
     StartViews,
     ViewHead,
+    project,
 )
 from store.records import FeedPosition, RecordedEvent
 from store.repository import DEFAULT_TENANT, Repository
+from store.search import Candidate, SearchPage, SearchQuery, search_candidates
 from store.storage import (
     NO_LOOKUPS,
     AssemblyInput,
+    ForkSource,
     HistoryPage,
     Lookups,
     StoredRequest,
     StreamRow,
+    WindowPage,
     Write,
 )
 from store.validation import CallState
@@ -95,13 +106,19 @@ class _StreamRow:
     """A row of `conversations`: the stream, and the head the views keep."""
 
     tenant: str
+    key: str
     created_at: datetime
+    updated_at: datetime
     version: int = 0
     archived_at: datetime | None = None
     deleted_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     next_seq: int = 1
     current_batch: int = 1
+    agent_batches: dict[str, int] = field(default_factory=dict)
+
+    def batch_of(self, agent_id: str) -> int:
+        return self.agent_batches.get(agent_id, self.current_batch)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +154,7 @@ class _Views:
     profiles: dict[str, AgentProfile] = field(default_factory=dict)
     slots: dict[str, dict[str, Any]] = field(default_factory=dict)
     client_ids: dict[str, int] = field(default_factory=dict)  # client id → seq
+    pinned: set[int] = field(default_factory=set)
 
 
 class _Tables:
@@ -147,6 +165,8 @@ class _Tables:
         self.requests: dict[uuid.UUID, dict[str, StoredRequest]] = defaultdict(dict)
         self.positions = itertools.count(1)
         self.transactions = itertools.count(1)
+        # Tailing readers wait on it (`wait_for_feed`); every write wakes them.
+        self.feed_moved = asyncio.Condition()
 
 
 # --- reading rows back ------------------------------------------------------------
@@ -166,6 +186,7 @@ def _stored(tables: _Tables, cid: uuid.UUID, seq: int) -> StoredMessage:
         recorded_at=event.recorded_at,
         edited_content=edited,
         token_estimate=row.token_estimate,
+        pinned=seq in views.pinned,
     )
 
 
@@ -225,7 +246,8 @@ def _apply(tables: _Tables, cid: uuid.UUID, changes: Changes) -> None:
                 views.members[step.batch] = [
                     (key, seq)
                     for key, seq in views.members.get(step.source_batch, ())
-                    if key >= step.boundary or seq in retained
+                    if (key >= step.boundary or seq in retained)
+                    and (step.agent_id is None or views.messages[seq].agent_id == step.agent_id)
                 ]
                 views.batches[step.batch] = Batch(
                     number=step.batch,
@@ -235,7 +257,15 @@ def _apply(tables: _Tables, cid: uuid.UUID, changes: Changes) -> None:
                     operation=step.operation,
                     parameters=_as_json(step.parameters),
                     started_at=step.started_at,
+                    agent_id=step.agent_id,
                 )
+            case PinMessage():
+                if step.pinned:
+                    views.pinned.add(step.seq)
+                else:
+                    views.pinned.discard(step.seq)
+            case CopyForked():
+                _copy_forked(tables, cid, step)
             case ConfigureAgent():
                 _configure(views, step)
             case SetSlot():
@@ -246,11 +276,67 @@ def _apply(tables: _Tables, cid: uuid.UUID, changes: Changes) -> None:
                     slots[step.slot] = _as_json(step.value)
             case Archive():
                 stream.archived_at = step.archived_at
+            case SetMetadata():
+                stream.metadata = _as_json(step.metadata)
             case PurgeViews():
                 tables.views.pop(cid, None)
                 views = tables.views[cid]
     stream.next_seq = changes.head.next_seq
     stream.current_batch = changes.head.current_batch
+    stream.agent_batches = dict(changes.head.agent_batches)
+
+
+def _copy_forked(tables: _Tables, cid: uuid.UUID, step: CopyForked) -> None:
+    """The fork's messages as PostgreSQL copies them (`sql.COPY_FORKED`):
+    events of the fork in seq order, the pinned ones' pins after them, and
+    the rows the projector derives from those events."""
+    parent = tables.views[step.parent]
+    seqs = sorted(
+        seq
+        for seq, row in parent.messages.items()
+        if seq <= step.up_to_seq and (step.agent_id is None or row.agent_id == step.agent_id)
+    )
+    stream, log = tables.streams[cid], tables.events[cid]
+    transaction = log[-1].transaction_id
+    rows: list[_EventRow] = []
+    for version, seq in enumerate(seqs, start=step.first_version):
+        row = parent.messages[seq]
+        appended = _event(tables, step.parent, row.event_version)
+        body = dict(appended.data["message"])
+        edit = parent.edits.get(seq)
+        if edit is not None:
+            body["content"] = _event(tables, step.parent, edit).data["content"]
+            body["token_estimate"] = row.token_estimate
+        data: dict[str, Any] = {"seq": seq, "batch": 1}
+        if row.sort_key != seq:
+            data["sort_key"] = str(row.sort_key)
+        data["message"] = body
+        rows.append(_fork_row(tables, version, "message_appended", data, appended.recorded_at))
+    pins = [seq for seq in seqs if seq in parent.pinned]
+    for version, seq in enumerate(pins, start=step.first_version + len(seqs)):
+        data = {"seq": seq, "pinned": True}
+        rows.append(_fork_row(tables, version, "message_pinned", data, stream.updated_at))
+    rows = [replace(r, transaction_id=transaction) for r in rows]
+    log.extend(rows)
+    log.sort(key=lambda e: e.version)
+    copied = [
+        Recorded(version=r.version, recorded_at=r.recorded_at, event=from_data(r.type, r.data))
+        for r in rows
+    ]
+    _apply(tables, cid, project(ViewHead(), copied))
+
+
+def _fork_row(
+    tables: _Tables, version: int, type_: str, data: dict[str, Any], at: datetime
+) -> _EventRow:
+    return _EventRow(
+        position=next(tables.positions),
+        version=version,
+        type=type_,
+        data=data,
+        recorded_at=at,
+        transaction_id=0,
+    )
 
 
 def _append(views: _Views, step: AppendMessages) -> None:
@@ -315,8 +401,11 @@ class _WriteSession:
     # ConversationState
     async def head(self) -> Head:
         assert self._stream is not None
+        head = self._stream.head
         return Head(
-            next_seq=self._stream.head.next_seq, current_batch=self._stream.head.current_batch
+            next_seq=head.next_seq,
+            current_batch=head.current_batch,
+            agent_batches=head.agent_batches,
         )
 
     async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
@@ -327,21 +416,70 @@ class _WriteSession:
             if i in calls
         }
 
-    async def pending_call_ids(self) -> set[str]:
-        return {i for i, c in self._views.calls.items() if c.result_seq is None}
+    async def pending_call_ids(self, agent_id: str | None = None) -> set[str]:
+        return {
+            i
+            for i, c in self._views.calls.items()
+            if c.result_seq is None and (agent_id is None or c.agent_id == agent_id)
+        }
 
-    async def window(self) -> list[WindowEntry]:
-        window = await self.batch_window((await self.head()).current_batch)
+    async def window(self, agent_id: str) -> list[WindowEntry]:
+        window = await self.batch_window((await self.head()).batch_of(agent_id), agent_id)
         assert window is not None
         return window
 
-    async def batch_window(self, batch: int) -> list[WindowEntry] | None:
-        if batch not in self._views.batches:
+    async def batch_window(
+        self, batch: int, agent_id: str | None = None
+    ) -> list[WindowEntry] | None:
+        found = self._views.batches.get(batch)
+        if found is None or found.agent_id not in (None, agent_id):
             return None
+        messages = self._views.messages
         return [
             _window_entry(self.tables, self.conversation_id, key, seq)
             for key, seq in self._views.members.get(batch, ())
+            if agent_id is None or messages[seq].agent_id == agent_id
         ]
+
+    async def fork_source(
+        self, parent: uuid.UUID, tenant: str, up_to_seq: int | None, agent_id: str | None
+    ) -> ForkSource:
+        row = self.tables.streams.get(parent)
+        if row is None or row.tenant != tenant or row.version == 0:
+            raise ConversationNotFound(parent)
+        if row.deleted_at is not None:
+            raise ConversationDeleted(parent)
+        up_to = row.next_seq - 1 if up_to_seq is None else up_to_seq
+        if up_to >= row.next_seq:
+            raise InvalidOperation(
+                f"fork up_to_seq {up_to} is past the parent's last message (seq {row.next_seq - 1})"
+            )
+        views = self.tables.views[parent]
+        copied = [
+            m
+            for m in views.messages.values()
+            if m.seq <= up_to and (agent_id is None or m.agent_id == agent_id)
+        ]
+        roles = [m.role for m in copied]
+        return ForkSource(
+            version=row.version,
+            up_to_seq=up_to,
+            messages=len(copied),
+            last_seq=max((m.seq for m in copied), default=0),
+            pinned=sum(m.seq in views.pinned for m in copied),
+            role_counts={role: roles.count(role) for role in ROLES},
+            profiles=tuple(
+                views.profiles[a]
+                for a in sorted(views.profiles)
+                if agent_id is None or a == agent_id
+            ),
+            slots=tuple(
+                (a, slot, value)
+                for a in sorted(views.slots)
+                if agent_id is None or a == agent_id
+                for slot, value in sorted(views.slots[a].items())
+            ),
+        )
 
     async def key_after(self, key: Decimal) -> Decimal | None:
         keys = self._views.sort_keys
@@ -395,11 +533,14 @@ class _WriteSession:
                 )
             )
         stream = tables.streams[cid]
-        stream.version = write.events[-1].version
+        stream.version = write.version or write.events[-1].version
+        stream.updated_at = self._stream.now
         _apply(tables, cid, write.changes)
         if write.request is not None:
             key, request = write.request
             tables.requests[cid][key] = request
+        async with tables.feed_moved:
+            tables.feed_moved.notify_all()
 
     async def purge(self) -> None:
         cid = self.conversation_id
@@ -428,6 +569,17 @@ class _RebuildSession:
         _apply(self.tables, self.conversation_id, changes)
 
 
+def _feed_event(key: str, event: RecordedEvent | _EventRow) -> FeedEvent:
+    return FeedEvent(
+        checkpoint=f"{event.transaction_id}-{event.position}",
+        conversation_id=key,
+        version=event.version,
+        type=event.type,
+        recorded_at=event.recorded_at,
+        data=event.data,
+    )
+
+
 # --- the storage ------------------------------------------------------------------
 
 
@@ -437,6 +589,7 @@ class MemoryStorage:
     def __init__(self) -> None:
         self._tables = _Tables()
         self._locks: dict[uuid.UUID, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._claims: set[str] = set()  # try_claim's names held in this process
 
     def _head(self, cid: uuid.UUID, row: _StreamRow) -> ViewHead:
         index = self._tables.views[cid].role_index if cid in self._tables.views else {}
@@ -444,6 +597,7 @@ class MemoryStorage:
             next_seq=row.next_seq,
             current_batch=row.current_batch,
             role_counts={role: len(index.get(role, ())) for role in ROLES},
+            agent_batches=dict(row.agent_batches),
         )
 
     @asynccontextmanager
@@ -452,14 +606,14 @@ class MemoryStorage:
         conversation_id: uuid.UUID,
         tenant: str,
         *,
-        create: bool = False,
+        create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
     ) -> AsyncIterator[_WriteSession]:
         async with self._locks[conversation_id]:
             now = datetime.now(UTC)
             row = self._tables.streams.get(conversation_id)
-            if row is None and create:
-                row = _StreamRow(tenant=tenant, created_at=now)
+            if row is None and create is not None:
+                row = _StreamRow(tenant=tenant, key=create, created_at=now, updated_at=now)
             stream = (
                 None
                 if row is None
@@ -502,39 +656,70 @@ class MemoryStorage:
     async def conversation(self, conversation_id: uuid.UUID, tenant: str) -> Conversation:
         row = self._readable(conversation_id, tenant)
         return Conversation(
-            id=conversation_id,
+            id=row.key,
             tenant=row.tenant,
             version=row.version,
-            current_batch=row.current_batch,
+            current_batch=row.batch_of(MAIN_AGENT),
             next_seq=row.next_seq,
             archived=row.archived_at is not None,
             started_at=row.created_at,
             metadata=row.metadata,
+            updated_at=row.updated_at,
         )
 
-    def _window_seqs(
-        self, cid: uuid.UUID, batch: int, agent_id: str | None = None, role: str | None = None
-    ) -> list[int]:
+    def _window_members(
+        self,
+        cid: uuid.UUID,
+        row: _StreamRow,
+        batch: int | None = None,
+        agent_id: str | None = None,
+        role: str | None = None,
+    ) -> list[tuple[Decimal, int]]:
+        """Batch `batch`'s window (of `agent_id`'s messages, if given), else
+        `agent_id`'s current window, else every agent's current window:
+        (sort key, seq) in window order."""
         views = self._tables.views[cid]
-        return [
-            seq
-            for _, seq in views.members.get(batch, ())
-            if (agent_id is None or views.messages[seq].agent_id == agent_id)
-            and (role is None or views.messages[seq].role == role)
-        ]
+        messages = views.messages
+        if batch is None and agent_id is None:
+            numbers = {row.current_batch, *row.agent_batches.values()}
+            found = sorted(
+                (key, seq)
+                for number in numbers
+                for key, seq in views.members.get(number, ())
+                if row.batch_of(messages[seq].agent_id) == number
+            )
+        else:
+            number = row.batch_of(agent_id or "") if batch is None else batch
+            found = [
+                (key, seq)
+                for key, seq in views.members.get(number, ())
+                if agent_id is None or messages[seq].agent_id == agent_id
+            ]
+        return [(k, s) for k, s in found if role is None or messages[s].role == role]
+
+    def _window_seqs(
+        self,
+        cid: uuid.UUID,
+        row: _StreamRow,
+        batch: int | None = None,
+        agent_id: str | None = None,
+        role: str | None = None,
+    ) -> list[int]:
+        return [seq for _, seq in self._window_members(cid, row, batch, agent_id, role)]
 
     async def window(
         self, conversation_id: uuid.UUID, tenant: str, *, batch: int | None, agent_id: str | None
     ) -> list[StoredMessage]:
         row = self._readable(conversation_id, tenant)
-        number = row.current_batch if batch is None else batch
-        return self._messages(conversation_id, self._window_seqs(conversation_id, number, agent_id))
+        return self._messages(
+            conversation_id, self._window_seqs(conversation_id, row, batch, agent_id)
+        )
 
     async def recent_in_window(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
     ) -> list[StoredMessage]:
         row = self._readable(conversation_id, tenant)
-        seqs = self._window_seqs(conversation_id, row.current_batch, agent_id, role)
+        seqs = self._window_seqs(conversation_id, row, None, agent_id, role)
         return self._messages(conversation_id, seqs[max(len(seqs) - n, 0) :] if n else [])
 
     async def recent_in_history(
@@ -559,9 +744,7 @@ class MemoryStorage:
     async def count_in_window(self, conversation_id: uuid.UUID, tenant: str) -> dict[Role, int]:
         row = self._readable(conversation_id, tenant)
         views = self._tables.views[conversation_id]
-        roles = [
-            views.messages[s].role for s in self._window_seqs(conversation_id, row.current_batch)
-        ]
+        roles = [views.messages[s].role for s in self._window_seqs(conversation_id, row)]
         return {role: roles.count(role) for role in ROLES}
 
     async def count_in_history(self, conversation_id: uuid.UUID, tenant: str) -> dict[Role, int]:
@@ -572,16 +755,63 @@ class MemoryStorage:
     async def history(
         self, conversation_id: uuid.UUID, tenant: str, page: HistoryPage
     ) -> list[StoredMessage]:
-        self._readable(conversation_id, tenant)
+        row = self._readable(conversation_id, tenant)
+        views = self._tables.views[conversation_id]
+        visible = set(self._window_seqs(conversation_id, row)) if page.visible_only else None
         seqs = sorted(
             s
-            for s in self._tables.views[conversation_id].messages
+            for s, m in views.messages.items()
             if (page.after_seq is None or s > page.after_seq)
             and (page.before_seq is None or s < page.before_seq)
+            and (page.role is None or m.role == page.role)
+            and (page.agent_id is None or m.agent_id == page.agent_id)
+            and (page.kind is None or m.kind == page.kind)
+            and (visible is None or s in visible)
         )
         if page.descending:
             seqs.reverse()
         return self._messages(conversation_id, seqs[: page.limit])
+
+    async def window_page(
+        self, conversation_id: uuid.UUID, tenant: str, page: WindowPage
+    ) -> list[tuple[Decimal, StoredMessage]]:
+        row = self._readable(conversation_id, tenant)
+        found = [
+            (key, seq)
+            for key, seq in self._window_members(conversation_id, row, page.batch, page.agent_id)
+            if page.after_key is None or key > page.after_key
+        ][: page.limit]
+        return [(key, _stored(self._tables, conversation_id, seq)) for key, seq in found]
+
+    async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
+        def wanted(row: _StreamRow) -> bool:
+            return (
+                row.tenant == tenant
+                and row.version > 0
+                and row.deleted_at is None
+                and (query.metadata is None or json_contains(row.metadata, query.metadata))
+                and (query.archived is None or (row.archived_at is not None) == query.archived)
+                and (query.created_from is None or row.created_at >= query.created_from)
+                and (query.created_to is None or row.created_at < query.created_to)
+                and (query.updated_from is None or row.updated_at >= query.updated_from)
+                and (query.updated_to is None or row.updated_at < query.updated_to)
+            )
+
+        newest = query.order == "newest"
+        found = sorted(
+            ((row.created_at, cid) for cid, row in self._tables.streams.items() if wanted(row)),
+            reverse=newest,
+        )
+        if query.after is not None:
+            after = (query.after.created_at, query.after.id)
+            found = [k for k in found if (k < after if newest else k > after)]
+        return [
+            Listed(
+                conversation=await self.conversation(cid, tenant),
+                cursor=ConversationCursor(created_at=created_at, id=cid),
+            )
+            for created_at, cid in found[: query.limit]
+        ]
 
     async def tool_blocks(
         self, conversation_id: uuid.UUID, tenant: str, *, pending_only: bool, agent_id: str | None
@@ -645,7 +875,7 @@ class MemoryStorage:
     ) -> AssemblyInput:
         row = self._readable(conversation_id, tenant)
         profile, slots = await self.agent(conversation_id, tenant, agent_id)
-        seqs = self._window_seqs(conversation_id, row.current_batch, agent_id)
+        seqs = self._window_seqs(conversation_id, row, None, agent_id)
         views = self._tables.views[conversation_id]
         window = []
         for seq in seqs:
@@ -654,6 +884,41 @@ class MemoryStorage:
             content = _event(self._tables, conversation_id, edit).data["content"] if edit else None
             window.append(decode_message(body["message"], content=content))
         return AssemblyInput(window=window, profile=profile, slots=slots)
+
+    async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
+        """A scan of the tenant's messages (store.search: the same filters,
+        whole-word matching for text mode)."""
+
+        def candidates() -> Iterator[Candidate]:
+            for cid, stream in self._tables.streams.items():
+                if stream.tenant != tenant or stream.deleted_at is not None:
+                    continue
+                views = self._tables.views[cid]
+                names: dict[int, set[str]] = defaultdict(set)
+                for call in views.calls.values():
+                    names[call.assistant_seq].add(call.tool_name)
+                    if call.result_seq is not None:
+                        names[call.result_seq].add(call.tool_name)
+                for seq, row in views.messages.items():
+                    event = _event(self._tables, cid, row.event_version)
+                    edit = views.edits.get(seq)
+                    content = _event(self._tables, cid, edit).data["content"] if edit else None
+                    yield Candidate(
+                        conversation=cid,
+                        shown_id=stream.key,
+                        metadata=stream.metadata,
+                        seq=seq,
+                        role=row.role,  # type: ignore[arg-type]
+                        agent_id=row.agent_id,
+                        kind=row.kind,
+                        batch=row.batch,
+                        recorded_at=event.recorded_at,
+                        edited=edit is not None,
+                        text=message_text(event.data["message"], content),
+                        tool_names=frozenset(names.get(seq, ())),
+                    )
+
+        return search_candidates(query, candidates())
 
     # --- the log -------------------------------------------------------------------
 
@@ -685,11 +950,111 @@ class MemoryStorage:
     async def conversation_ids(self) -> list[uuid.UUID]:
         return sorted(self._tables.streams)
 
+    async def compaction_candidates(
+        self, tenant: str, query: CandidateQuery
+    ) -> list[CompactionCandidate]:
+        found: list[CompactionCandidate] = []
+        rows = sorted(
+            (row.created_at, cid, row)
+            for cid, row in self._tables.streams.items()
+            if row.tenant == tenant
+            and row.version > 0
+            and row.deleted_at is None
+            and row.archived_at is None
+        )
+        for created_at, cid, row in rows:
+            if query.after is not None and (created_at, cid) <= (
+                query.after.created_at,
+                query.after.stream,
+            ):
+                continue
+            views = self._tables.views[cid]
+            batch = row.batch_of(query.agent_id)
+            shown = [
+                views.messages[seq]
+                for _, seq in views.members.get(batch, ())
+                if views.messages[seq].agent_id == query.agent_id
+            ]
+            messages, tokens = len(shown), sum(m.token_estimate for m in shown)
+            if (query.max_messages is not None and messages > query.max_messages) or (
+                query.max_tokens is not None and tokens > query.max_tokens
+            ):
+                found.append(
+                    CompactionCandidate(
+                        conversation_id=row.key,
+                        version=row.version,
+                        messages=messages,
+                        tokens=tokens,
+                        cursor=CandidateCursor(created_at=created_at, stream=cid),
+                    )
+                )
+                if len(found) == query.limit:
+                    break
+        return found
+
+    @asynccontextmanager
+    async def try_claim(self, name: str) -> AsyncIterator[bool]:
+        if name in self._claims:
+            yield False
+            return
+        self._claims.add(name)
+        try:
+            yield True
+        finally:
+            self._claims.discard(name)
+
     async def count_events(self, conversation_id: uuid.UUID | None = None) -> int:
         events = self._tables.events
         if conversation_id is not None:
             return len(events.get(conversation_id, ()))
         return sum(len(rows) for rows in events.values())
+
+    # --- export and the tenant feed (store.feed, store.export) -------------------
+
+    async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
+        # As on PostgreSQL: at most `scan_limit` events of the global feed
+        # scanned, the page ends at the last one within it.
+        scan = scan_limit(limit)
+        scanned = await self.read_feed(after, scan)
+        streams = self._tables.streams
+        events: list[FeedEvent] = []
+        last = after
+        for e in scanned:
+            if len(events) == limit and streams[e.conversation_id].tenant == tenant:
+                break
+            last = e.feed_position
+            if streams[e.conversation_id].tenant == tenant:
+                events.append(_feed_event(streams[e.conversation_id].key, e))
+        return FeedPage(
+            events=events, next=checkpoint(last), more=len(scanned) >= scan or len(events) >= limit
+        )
+
+    async def conversation_events(
+        self, conversation_id: uuid.UUID, tenant: str, after_version: int, limit: int
+    ) -> list[FeedEvent]:
+        key = self._readable(conversation_id, tenant).key
+        rows = [e for e in self._tables.events[conversation_id] if e.version > after_version]
+        return [_feed_event(key, e) for e in rows[:limit]]
+
+    async def changed_conversations(
+        self, tenant: str, since: datetime, after: uuid.UUID | None, limit: int
+    ) -> list[ChangedConversation]:
+        found = [
+            ChangedConversation(id=cid, key=row.key, updated_at=row.updated_at)
+            for cid, row in sorted(self._tables.streams.items())
+            if row.tenant == tenant
+            and row.deleted_at is None
+            and row.version > 0
+            and row.updated_at >= since
+            and (after is None or cid > after)
+        ]
+        return found[:limit]
+
+    async def wait_for_feed(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
+        moved = self._tables.feed_moved
+        async with moved:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(moved.wait(), timeout)
 
     @asynccontextmanager
     async def rebuilding(self, conversation_id: uuid.UUID) -> AsyncIterator[_RebuildSession]:
@@ -697,6 +1062,7 @@ class MemoryStorage:
             self._tables.views.pop(conversation_id, None)
             stream = self._tables.streams[conversation_id]
             stream.next_seq, stream.current_batch, stream.archived_at = 1, 1, None
+            stream.agent_batches = {}
             yield _RebuildSession(self._tables, conversation_id)
 
     async def ping(self) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 from fastapi import APIRouter
 
 from api.deps import RepositoryDep
@@ -13,9 +11,11 @@ from api.schemas import (
     Agent,
     AgentConfigure,
     AgentIdPath,
+    ConversationIdPath,
     SlotPath,
     SlotUpdate,
     Written,
+    conversation_ref,
     expected_version,
 )
 from store.context import AgentProfile
@@ -27,10 +27,11 @@ router = APIRouter(prefix="/conversations", tags=["agents"], route_class=JSONRou
 @router.put(
     "/{conversation_id}/agents/{agent_id}",
     summary="Configure an agent's profile",
+    operation_id="configureAgent",
     responses=WRITE_ERRORS,
 )
 async def configure_agent(
-    conversation_id: uuid.UUID,
+    conversation_id: ConversationIdPath,
     agent_id: AgentIdPath,
     body: AgentConfigure,
     repository: RepositoryDep,
@@ -42,19 +43,21 @@ async def configure_agent(
         system_prompt=body.system_prompt,
         role_definition=body.role_definition,
     )
+    cid = conversation_ref(conversation_id)
     version = await repository.configure_agent(
-        conversation_id, profile, expected_version=expected_version(body.expected_version)
+        cid, profile, expected_version=expected_version(body.expected_version)
     )
-    return Written(conversation_id=conversation_id, version=version)
+    return Written(conversation_id=cid, version=version)
 
 
 @router.put(
     "/{conversation_id}/agents/{agent_id}/slots/{slot}",
     summary="Set a context slot",
+    operation_id="updateSlot",
     responses=WRITE_ERRORS,
 )
 async def update_slot(
-    conversation_id: uuid.UUID,
+    conversation_id: ConversationIdPath,
     agent_id: AgentIdPath,
     slot: SlotPath,
     body: SlotUpdate,
@@ -62,24 +65,27 @@ async def update_slot(
 ) -> Written:
     """`todo` takes a list of items; `useful_info`, `folder_notes` and custom slots
     take text; null clears the slot."""
+    cid = conversation_ref(conversation_id)
     version = await repository.update_slot(
-        conversation_id,
+        cid,
         slot,
         body.value,
         agent_id=agent_id,
         expected_version=expected_version(body.expected_version),
     )
-    return Written(conversation_id=conversation_id, version=version)
+    return Written(conversation_id=cid, version=version)
 
 
 @router.get(
     "/{conversation_id}/agents/{agent_id}",
     summary="Read an agent's profile and slots",
+    operation_id="getAgent",
     responses=CONVERSATION_ERRORS,
 )
 async def get_agent(
-    conversation_id: uuid.UUID, agent_id: AgentIdPath, repository: RepositoryDep
+    conversation_id: ConversationIdPath, agent_id: AgentIdPath, repository: RepositoryDep
 ) -> Agent:
-    profile = await repository.agent_profile(conversation_id, agent_id)
-    slots = await repository.context_slots(conversation_id, agent_id)
+    cid = conversation_ref(conversation_id)
+    profile = await repository.agent_profile(cid, agent_id)
+    slots = await repository.context_slots(cid, agent_id)
     return Agent(profile=profile, slots=slots)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from fastapi import APIRouter
@@ -12,7 +11,7 @@ from pydantic import ValidationError
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
 from api.routing import JSONRoute
-from api.schemas import Assembled, AssembleRequest
+from api.schemas import Assembled, AssembleRequest, ConversationIdPath, conversation_ref
 from store.assembler import AssembleOptions
 
 router = APIRouter(prefix="/conversations", tags=["assembly"], route_class=JSONRoute)
@@ -44,16 +43,20 @@ def assemble_options(raw: dict[str, Any]) -> AssembleOptions:
 @router.post(
     "/{conversation_id}/assemble",
     summary="Assemble the payload of an agent's next LLM call",
+    operation_id="assemblePayload",
     responses=CONVERSATION_ERRORS,
 )
 async def assemble(
-    conversation_id: uuid.UUID, body: AssembleRequest, repository: RepositoryDep
+    conversation_id: ConversationIdPath, body: AssembleRequest, repository: RepositoryDep
 ) -> Assembled:
     """Build the request body for `format` from the agent's visible window and
     its slots as they are now, with diagnostics (special block placement,
     repairs, token estimate, stable-prefix fingerprint)."""
     options = assemble_options(body.options)
     assembly = await repository.assemble(
-        conversation_id, agent_id=body.agent_id, format=body.format, options=options
+        conversation_ref(conversation_id),
+        agent_id=body.agent_id,
+        format=body.format,
+        options=options,
     )
     return Assembled(payload=assembly.payload, diagnostics=assembly.diagnostics)

@@ -3,51 +3,91 @@ and the batches a conversation has had."""
 
 from __future__ import annotations
 
-import uuid
+from typing import Annotated, Any
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Body, status
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
 from api.routing import JSONRoute
-from api.schemas import BatchOperationRequest, BatchPath, expected_version
+from api.schemas import (
+    BatchOperationRequest,
+    BatchPath,
+    ConversationIdPath,
+    conversation_ref,
+    expected_version,
+)
 from store.messages import StoredMessage
 from store.repository import Batch, BatchResult
 
 router = APIRouter(prefix="/conversations", tags=["batches"], route_class=JSONRoute)
+
+BATCH_EXAMPLES: dict[str, Any] = {
+    "start_batch": {
+        "summary": "Compact: a summary, then the window from message 40 on",
+        "value": {
+            "operation": "start_batch",
+            "boundary_seq": 40,
+            "summary": {"role": "user", "content": "Summary of turns 1-39: ..."},
+            "adjust": True,
+            "expected_version": 57,
+        },
+    },
+    "truncate": {
+        "summary": "Keep the last 20 messages",
+        "value": {"operation": "truncate", "keep_last": 20, "adjust": True},
+    },
+    "rollback_to_batch": {
+        "summary": "Show what batch 2 showed",
+        "value": {"operation": "rollback_to_batch", "batch": 2},
+    },
+}
 
 
 @router.post(
     "/{conversation_id}/batches",
     status_code=status.HTTP_201_CREATED,
     summary="Run a batch operation (starts a new batch)",
+    operation_id="runBatchOperation",
     responses=WRITE_ERRORS,
 )
 async def run_batch_operation(
-    conversation_id: uuid.UUID, body: BatchOperationRequest, repository: RepositoryDep
+    conversation_id: ConversationIdPath,
+    body: Annotated[BatchOperationRequest, Body(openapi_examples=BATCH_EXAMPLES)],
+    repository: RepositoryDep,
 ) -> BatchResult:
     """`operation` picks one of start_batch, truncate, filter, clear, insert,
     rollback_to_batch; the operation's fields sit next to it. Nothing is
     deleted: earlier batches stay readable. A boundary that would split a
     tool block is refused (422) unless `adjust`."""
     return await repository.run_batch_operation(
-        conversation_id, body.command(), expected_version=expected_version(body.expected_version)
+        conversation_ref(conversation_id),
+        body.command(),
+        expected_version=expected_version(body.expected_version),
     )
 
 
-@router.get("/{conversation_id}/batches", summary="List the batches", responses=CONVERSATION_ERRORS)
-async def list_batches(conversation_id: uuid.UUID, repository: RepositoryDep) -> list[Batch]:
-    return await repository.batches(conversation_id)
+@router.get(
+    "/{conversation_id}/batches",
+    summary="List the batches",
+    operation_id="listBatches",
+    responses=CONVERSATION_ERRORS,
+)
+async def list_batches(
+    conversation_id: ConversationIdPath, repository: RepositoryDep
+) -> list[Batch]:
+    return await repository.batches(conversation_ref(conversation_id))
 
 
 @router.get(
     "/{conversation_id}/batches/{batch}/messages",
     summary="Messages appended during a batch",
+    operation_id="batchMessages",
     responses=CONVERSATION_ERRORS,
 )
 async def batch_messages(
-    conversation_id: uuid.UUID, batch: BatchPath, repository: RepositoryDep
+    conversation_id: ConversationIdPath, batch: BatchPath, repository: RepositoryDep
 ) -> list[StoredMessage]:
     """The messages whose batch number is `batch` (to read a batch's visible
     window as it was, use `GET /window?batch=`)."""
-    return await repository.batch_messages(conversation_id, batch)
+    return await repository.batch_messages(conversation_ref(conversation_id), batch)

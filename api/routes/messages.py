@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 from fastapi import APIRouter, Request, Response, status
 
 from api.deps import RepositoryDep
@@ -11,10 +9,12 @@ from api.errors import WRITE_ERRORS
 from api.routing import JSONRoute
 from api.schemas import (
     ContentReplace,
+    ConversationIdPath,
     IdempotencyKeyHeader,
     MessagesAppend,
     SeqPath,
     Written,
+    conversation_ref,
     expected_version,
 )
 from store.repository import Appended
@@ -26,13 +26,14 @@ router = APIRouter(prefix="/conversations", tags=["messages"], route_class=JSONR
     "/{conversation_id}/messages",
     status_code=status.HTTP_201_CREATED,
     summary="Append messages",
+    operation_id="appendMessages",
     responses={
         **WRITE_ERRORS,
         200: {"model": Appended, "description": "An idempotent retry: nothing was written"},
     },
 )
 async def append_messages(
-    conversation_id: uuid.UUID,
+    conversation_id: ConversationIdPath,
     body: MessagesAppend,
     repository: RepositoryDep,
     request: Request,
@@ -43,7 +44,7 @@ async def append_messages(
     message and the problem). A retry with the same `Idempotency-Key` (or the
     same client message ids) answers 200 with `replayed: true`."""
     appended = await repository.append_messages(
-        conversation_id,
+        conversation_ref(conversation_id),
         body.messages,
         expected_version=expected_version(body.expected_version),
         idempotency_key=idempotency_key,
@@ -58,13 +59,18 @@ async def append_messages(
 @router.put(
     "/{conversation_id}/messages/{seq}",
     summary="Replace a message's content",
+    operation_id="replaceContent",
     responses=WRITE_ERRORS,
 )
 async def replace_content(
-    conversation_id: uuid.UUID, seq: SeqPath, body: ContentReplace, repository: RepositoryDep
+    conversation_id: ConversationIdPath,
+    seq: SeqPath,
+    body: ContentReplace,
+    repository: RepositoryDep,
 ) -> Written:
     """Edit message `seq` in place (an event; the original stays in the log)."""
+    cid = conversation_ref(conversation_id)
     version = await repository.replace(
-        conversation_id, seq, body.content, expected_version=expected_version(body.expected_version)
+        cid, seq, body.content, expected_version=expected_version(body.expected_version)
     )
-    return Written(conversation_id=conversation_id, version=version)
+    return Written(conversation_id=cid, version=version)

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from store.conversation_keys import conversation_key
 from store.errors import (
     BoundaryError,
     ConcurrencyConflict,
@@ -34,16 +35,7 @@ from store.repository import Repository
 ADAPTER_KEY = "convo_adapter"
 """The metadata key under which an adapter keeps what the store has no field for."""
 
-NAMESPACE = uuid.UUID("6f1d7c2a-5b0e-4c53-9a57-2f1b8e0c4d11")
-"""Session ids map to conversation ids with uuid5 under this namespace
-(first by tenant, then by session id)."""
-
 RETRIES = 8
-
-
-def conversation_id_for(tenant: str, session_id: str) -> uuid.UUID:
-    """The conversation a framework session id names, for one tenant."""
-    return uuid.uuid5(uuid.uuid5(NAMESPACE, tenant), session_id)
 
 
 def adapter_meta(message: Message) -> dict[str, Any]:
@@ -88,7 +80,9 @@ class Conversation:
     def __init__(self, repository: Repository, session_id: str) -> None:
         self.repository = repository
         self.session_id = session_id
-        self.id = conversation_id_for(repository.tenant, session_id)
+        # A framework's session id is the conversation's id (unique per
+        # tenant: store.conversation_keys); it is checked on first use.
+        self.id = conversation_key(session_id)
         self._exists = False
 
     async def ensure(self) -> None:

@@ -64,10 +64,10 @@ _TEXT_KEYS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
 class ConvoSession:
     """A Agents SDK session kept in a convo-store conversation.
 
-    The conversation id is `uuid5` of the tenant and `session_id`
-    (`store.adapters._conversation.conversation_id_for`); it is created on
-    the first `add_items`. Several `ConvoSession` objects (tasks, processes)
-    may share a session id: appends are serialised by the store, none is lost.
+    The session id is the conversation's id (ids are unique per tenant:
+    `store.conversation_keys`); it is created on the first `add_items`.
+    Several `ConvoSession` objects (tasks, processes) may share a session
+    id: appends are serialised by the store, none is lost.
     """
 
     session_settings: SessionSettings | None = None

@@ -11,7 +11,16 @@ import importlib
 
 import typer
 
-COMMAND_MODULES: tuple[str, ...] = ("db", "assemble", "keys")
+COMMAND_MODULES: tuple[str, ...] = (
+    "db",
+    "assemble",
+    "keys",
+    "compact",
+    "export",
+    "tail",
+    "conversations",
+    "search",
+)
 
 app = typer.Typer(
     name="convo",

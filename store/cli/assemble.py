@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ import typer
 from store.assembler import AssembleOptions, Assembly, ProviderFormat, assemble, parse_format
 from store.assembler.document import read_document
 from store.errors import ConvoStoreError
+from store.repository import DEFAULT_TENANT
 
 EXIT_BAD_INPUT = 2
 
@@ -71,6 +71,9 @@ def assemble_command(
     agent: Annotated[
         str, typer.Option(help="With --conversation: the agent whose payload to build.")
     ] = "main",
+    tenant: Annotated[
+        str, typer.Option("--tenant", "-t", help="With --conversation: whose conversation.")
+    ] = DEFAULT_TENANT,
 ) -> None:
     """Assemble a provider request body (and diagnostics) from a JSON document
     or a stored conversation."""
@@ -82,7 +85,7 @@ def assemble_command(
     try:
         provider = parse_format(format)
         if conversation is not None:
-            assembly = _from_store(conversation, agent, provider, overrides)
+            assembly = _from_store(conversation, tenant, agent, provider, overrides)
         else:
             request = read_document(_read(source), overrides=overrides)
             assembly = assemble(
@@ -109,24 +112,20 @@ def assemble_command(
 
 
 def _from_store(
-    conversation: str, agent: str, provider: ProviderFormat, overrides: dict[str, Any]
+    conversation: str, tenant: str, agent: str, provider: ProviderFormat, overrides: dict[str, Any]
 ) -> Assembly:
     from store.bootstrap import open_storage, repository
     from store.cli.errors import database_errors, load_settings
     from store.runtime import open_database
     from store.settings import Settings
 
-    try:
-        conversation_id = uuid.UUID(conversation)
-    except ValueError:
-        raise _fail(f"not a conversation id: {conversation}") from None
     options = AssembleOptions.model_validate(overrides)
 
     async def build(url: str, settings: Settings) -> Assembly:
         storage = await open_storage(url, settings, max_size=1)
         try:
-            return await repository(storage, settings).assemble(
-                conversation_id, agent_id=agent, format=provider, options=options
+            return await repository(storage, settings, tenant).assemble(
+                conversation, agent_id=agent, format=provider, options=options
             )
         finally:
             await storage.close()

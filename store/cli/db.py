@@ -14,6 +14,8 @@ import typer
 from rich.console import Console
 
 from store.cli.errors import database_errors, load_settings
+from store.conversation_keys import key_problem, stream_id
+from store.repository import DEFAULT_TENANT
 from store.settings import Settings
 
 console = Console(stderr=True)
@@ -87,6 +89,8 @@ def register(app: typer.Typer) -> None:
                 log = logging.getLogger("convo.server")
                 if migrate:
                     _migrate(database.url, settings)
+                if database.embedded:
+                    _development_banner(database.url, settings, host, port)
                 log.info(
                     "serving on http://%s:%s, database %s",
                     host,
@@ -117,27 +121,60 @@ def register(app: typer.Typer) -> None:
                 asyncio.run(run_demo(database.url, settings, where=database.where))
 
 
+def _development_banner(url: str, settings: Settings, host: str, port: int) -> None:
+    """On the embedded server (a development database): where to point a
+    browser and a client, and a fresh key of the default tenant to do it with.
+    Never on a server of one's own, whose keys are made with `convo keys`."""
+    from store.api_keys import create_key
+    from store.db import make_async_engine
+    from store.repository import DEFAULT_TENANT
+
+    async def development_key() -> str:
+        engine = make_async_engine(url, settings, pool_size=1, max_overflow=0)
+        try:
+            _, plaintext = await create_key(engine, DEFAULT_TENANT, "development (convo serve)")
+            return plaintext
+        finally:
+            await engine.dispose()
+
+    key = asyncio.run(development_key())
+    base = f"http://{host}:{port}"
+    lines = [
+        "[bold]convo-store[/bold] on the embedded PostgreSQL (development)",
+        f"  API       {base}",
+        f"  docs      {base}/docs   (OpenAPI: {base}/openapi.json)",
+        f"  dev key   {key}   (tenant {DEFAULT_TENANT!r}; revoke: convo keys revoke)",
+        f"  try       curl -H 'Authorization: Bearer {key}' -X POST {base}/conversations"
+        " -H 'Content-Type: application/json' -d '{\"id\": \"user-123\"}'",
+    ]
+    # On stdout: stderr carries the server's log lines (JSON by default).
+    out = Console()
+    for line in lines:
+        out.print(line, soft_wrap=True, highlight=False)
+
+
 def register_rebuild(app: typer.Typer) -> None:
     @app.command()
     def rebuild(
         conversation: str | None = typer.Option(
             None, "--conversation", "-c", help="Rebuild only this conversation (its id)."
         ),
+        tenant: str = typer.Option(
+            DEFAULT_TENANT, "--tenant", "-t", help="With --conversation: whose conversation."
+        ),
     ) -> None:
         """Rebuild every projection from the event log (all conversations, or one)."""
-        import uuid
-
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
         from store.bootstrap import open_storage
         from store.rebuild import rebuild as rebuild_projections
         from store.runtime import open_database
 
-        try:
-            target = uuid.UUID(conversation) if conversation else None
-        except ValueError:
-            console.print(f"[red]not a conversation id:[/red] {conversation}")
-            raise typer.Exit(2) from None
+        problem = None if conversation is None else key_problem(conversation)
+        if problem is not None:
+            console.print(f"[red]not a conversation id:[/red] {problem}")
+            raise typer.Exit(2)
+        target = None if conversation is None else stream_id(tenant, conversation)
 
         async def run(url: str, settings: Settings) -> None:
             storage = await open_storage(url, settings)

@@ -30,6 +30,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from store.feed import FeedPage, checkpoint, event_from_row, scan_limit
 from store.records import FeedPosition, RecordedEvent
 
 # Only transactions below our snapshot's xmin are finished for certain.
@@ -96,3 +97,69 @@ async def feed_lag(conn: AsyncConnection[Any]) -> float:
     cursor = await conn.execute(FEED_LAG)
     row = await cursor.fetchone()
     return float(row[0]) if row is not None else 0.0
+
+
+# --- one tenant's feed (store.feed) ------------------------------------------------
+#
+# Events have no tenant column: each scanned event is joined to its stream row
+# (primary key) for the tenant. The scan is bounded (`scan`): a page returns
+# the tenant's events among at most `scan` events of the global feed, and
+# ends at the last event it scanned, so a quiet tenant moves past the others'
+# events. Besides the tenant's events (`mine`) the last scanned event within
+# the page comes back, without its data, as the next checkpoint.
+# The conversation is named by its client's id (`conversations.key`).
+READ_TENANT_FEED = (
+    "WITH scanned AS ("
+    "  SELECT e.transaction_id, e.position, e.conversation_id, e.version, e.type, e.data,"
+    "   e.recorded_at, c.tenant = %(tenant)s AS mine, c.key AS conversation"
+    "  FROM events AS e JOIN conversations AS c ON c.id = e.conversation_id"
+    "  WHERE (e.transaction_id, e.position) > (%(tx)s, %(pos)s)"
+    f"  AND e.transaction_id < {_HORIZON}"
+    "  ORDER BY e.transaction_id, e.position LIMIT %(scan)s"
+    "), counted AS ("
+    "  SELECT *, count(*) FILTER (WHERE mine) OVER w AS n, row_number() OVER w AS i"
+    "  FROM scanned WINDOW w AS (ORDER BY transaction_id, position)"
+    "), kept AS (SELECT * FROM counted WHERE n <= %(limit)s)"
+    " SELECT transaction_id, position, conversation, version, type,"
+    "  CASE WHEN mine THEN data END, recorded_at, mine, (SELECT count(*) FROM scanned)"
+    " FROM kept WHERE mine OR i = (SELECT max(i) FROM kept)"
+    " ORDER BY transaction_id, position"
+)
+
+
+async def read_tenant_feed(
+    conn: AsyncConnection[Any], tenant: str, after: FeedPosition, limit: int
+) -> FeedPage:
+    """The tenant's next events after `after`, and where the next page starts."""
+    scan = scan_limit(limit)
+    cursor = await conn.execute(
+        READ_TENANT_FEED,
+        {
+            "tenant": tenant,
+            "tx": after.transaction_id,
+            "pos": after.position,
+            "scan": scan,
+            "limit": limit,
+        },
+    )
+    rows = await cursor.fetchall()
+    events = [
+        event_from_row(
+            conversation=conversation,
+            transaction_id=tx,
+            position=position,
+            version=version,
+            type_=type_,
+            data=data,
+            recorded_at=recorded_at,
+        )
+        for tx, position, conversation, version, type_, data, recorded_at, mine, _ in rows
+        if mine
+    ]
+    last = FeedPosition(transaction_id=rows[-1][0], position=rows[-1][1]) if rows else after
+    scanned = rows[0][-1] if rows else 0
+    return FeedPage(
+        events=events,
+        next=checkpoint(last),
+        more=scanned >= scan or len(events) >= limit,
+    )

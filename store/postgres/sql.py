@@ -20,7 +20,7 @@ from functools import cache
 
 # The stream row, not an event: DO NOTHING here only means "it exists".
 CREATE_STREAM = (
-    "INSERT INTO conversations (id, tenant) VALUES (%(cid)s, %(tenant)s)"
+    "INSERT INTO conversations (id, tenant, key) VALUES (%(cid)s, %(tenant)s, %(key)s)"
     " ON CONFLICT (id) DO NOTHING"
 )
 
@@ -32,13 +32,18 @@ CREATE_STREAM = (
 # previous writer committed it.
 LOCK_STREAM = (
     "SELECT tenant, version, deleted_at IS NOT NULL, archived_at IS NOT NULL,"
-    " next_seq, current_batch, role_counts, now()"
+    " next_seq, current_batch, role_counts, now(), agent_batches"
     " FROM conversations WHERE id = %(cid)s FOR UPDATE"
 )
 
+# The main agent's current batch (what `Conversation.current_batch` reports):
+# its own, once it has run a batch operation, else the conversation's first.
+MAIN_BATCH = "coalesce((agent_batches ->> 'main')::int, current_batch)"
+
 CONVERSATION = (
-    "SELECT tenant, version, deleted_at IS NOT NULL, current_batch, next_seq,"
-    " archived_at IS NOT NULL, created_at, metadata FROM conversations WHERE id = %(cid)s"
+    f"SELECT tenant, version, deleted_at IS NOT NULL, {MAIN_BATCH}, next_seq,"
+    " archived_at IS NOT NULL, created_at, metadata, updated_at, key FROM conversations"
+    " WHERE id = %(cid)s"
 )
 
 # --- messages ---------------------------------------------------------------------
@@ -46,7 +51,9 @@ CONVERSATION = (
 # The events' JSON comes back whole (`json` is returned as stored: no
 # server-side rendering, which for `jsonb` was half of a 5,000-row read);
 # the reader takes the message (or an edit's content) out of it.
-MESSAGE_COLUMNS = "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data, ed.data"
+MESSAGE_COLUMNS = (
+    "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data, ed.data, m.pinned"
+)
 
 MESSAGE_JOINS = (
     " JOIN events AS e ON e.conversation_id = m.conversation_id AND e.version = m.event_version"
@@ -54,17 +61,72 @@ MESSAGE_JOINS = (
     " ON ed.conversation_id = m.conversation_id AND ed.version = m.edit_version"
 )
 
-_CURRENT_BATCH = "(SELECT current_batch FROM conversations WHERE id = %(cid)s)"
-
-WINDOW = (
-    f"SELECT {MESSAGE_COLUMNS} FROM batch_members AS b"
-    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    f"{MESSAGE_JOINS}"
-    " WHERE b.conversation_id = %(cid)s AND b.batch = coalesce(%(batch)s, "
-    f"{_CURRENT_BATCH})"
-    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
-    " ORDER BY b.sort_key"
+# Each agent has a window (docs/storage.md, "A window per agent"): the
+# batch in `conversations.agent_batches` once it has run a batch operation,
+# else `conversations.current_batch`, where every agent's window starts. A
+# batch of one agent holds only its messages; the first batch (and every
+# batch recorded before 0007) holds every agent's, so an agent's window is
+# always "its batch's members that are its messages".
+_BATCH_OF_AGENT = (
+    "(SELECT coalesce((agent_batches ->> %(agent)s::text)::int, current_batch)"
+    " FROM conversations WHERE id = %(cid)s)"
 )
+# Every agent's window at once (no agent named): the batches the windows
+# are in, and of each, the messages of the agents whose window it is.
+_EVERY_WINDOW = (
+    "c.id = %(cid)s"
+    " AND b.batch = ANY(c.current_batch || ARRAY(SELECT w.value::int"
+    " FROM jsonb_each_text(c.agent_batches) AS w))"
+    " AND b.batch = coalesce((c.agent_batches ->> m.agent_id)::int, c.current_batch)"
+)
+_MEMBERS = (
+    f" JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq{MESSAGE_JOINS}"
+)
+
+
+def _window_source(*, batch: bool, agent: bool) -> tuple[str, list[str]]:
+    """FROM and WHERE of a window: batch `%(batch)s` (of agent `%(agent)s`,
+    if `agent`), else agent `%(agent)s`'s current window, else every
+    agent's current window."""
+    source = "batch_members AS b"
+    conditions = ["b.conversation_id = %(cid)s"]
+    if batch:
+        conditions.append("b.batch = %(batch)s")
+    elif agent:
+        conditions.append(f"b.batch = {_BATCH_OF_AGENT}")
+    else:
+        source = "conversations AS c JOIN batch_members AS b ON b.conversation_id = c.id"
+        conditions.append(_EVERY_WINDOW)
+    if agent:
+        conditions.append("m.agent_id = %(agent)s")
+    return f"{source}{_MEMBERS}", conditions
+
+
+@cache
+def window(*, batch: bool, agent: bool, page: bool = False) -> str:
+    """A window in window order; `page`: from past `%(after)s`, at most
+    `%(limit)s`, each with its sort key (the next page's cursor)."""
+    source, conditions = _window_source(batch=batch, agent=agent)
+    columns, limit = MESSAGE_COLUMNS, ""
+    if page:
+        conditions.append("b.sort_key > %(after)s")
+        columns, limit = f"{columns}, b.sort_key", " LIMIT %(limit)s"
+    return (
+        f"SELECT {columns} FROM {source} WHERE {' AND '.join(conditions)}"
+        f" ORDER BY b.sort_key{limit}"
+    )
+
+
+@cache
+def recent_in_window(*, agent: bool) -> str:
+    """The last `%(n)s` messages of role `%(role)s` of the current window(s)."""
+    source, conditions = _window_source(batch=False, agent=agent)
+    return (
+        f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, b.sort_key AS window_key FROM {source}"
+        f" WHERE {' AND '.join(conditions)} AND m.role = %(role)s"
+        " ORDER BY b.sort_key DESC LIMIT %(n)s) AS recent ORDER BY window_key"
+    )
+
 
 # What a batch operation decides on: the window's entries, bodies included
 # (a filter reads the text).
@@ -73,19 +135,12 @@ WINDOW_ENTRIES = (
     " e.data, ed.data FROM batch_members AS b"
     " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
     f"{MESSAGE_JOINS}"
-    " WHERE b.conversation_id = %(cid)s AND b.batch = %(batch)s ORDER BY b.sort_key"
+    " WHERE b.conversation_id = %(cid)s AND b.batch = %(batch)s"
+    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s) ORDER BY b.sort_key"
 )
 
-BATCH_EXISTS = "SELECT 1 FROM batches WHERE conversation_id = %(cid)s AND batch = %(batch)s"
-
-RECENT_IN_WINDOW = (
-    f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, b.sort_key FROM batch_members AS b"
-    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    f"{MESSAGE_JOINS}"
-    f" WHERE b.conversation_id = %(cid)s AND b.batch = {_CURRENT_BATCH} AND m.role = %(role)s"
-    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
-    " ORDER BY b.sort_key DESC LIMIT %(n)s) AS recent ORDER BY sort_key"
-)
+# Whose window a batch is (NULL: every agent's); no row: no such batch.
+BATCH_OWNER = "SELECT agent_id FROM batches WHERE conversation_id = %(cid)s AND batch = %(batch)s"
 
 RECENT_IN_HISTORY = (
     f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, i.ordinal FROM message_role_index AS i"
@@ -108,22 +163,55 @@ ROLE_RANGE = (
 COUNT_IN_HISTORY = "SELECT role_counts FROM conversations WHERE id = %(cid)s"
 
 COUNT_IN_WINDOW = (
-    "SELECT m.role, count(*) FROM batch_members AS b"
+    "SELECT m.role, count(*) FROM conversations AS c"
+    " JOIN batch_members AS b ON b.conversation_id = c.id"
     " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    f" WHERE b.conversation_id = %(cid)s AND b.batch = {_CURRENT_BATCH} GROUP BY m.role"
+    f" WHERE b.conversation_id = %(cid)s AND {_EVERY_WINDOW} GROUP BY m.role"
 )
 
-HISTORY_ASC = (
-    f"SELECT {MESSAGE_COLUMNS} FROM messages AS m{MESSAGE_JOINS}"
-    " WHERE m.conversation_id = %(cid)s AND m.seq > %(after)s AND m.seq < %(before)s"
-    " ORDER BY m.seq LIMIT %(limit)s"
-)
 
-HISTORY_DESC = (
-    f"SELECT {MESSAGE_COLUMNS} FROM messages AS m{MESSAGE_JOINS}"
-    " WHERE m.conversation_id = %(cid)s AND m.seq > %(after)s AND m.seq < %(before)s"
-    " ORDER BY m.seq DESC LIMIT %(limit)s"
-)
+@cache
+def history(
+    *,
+    descending: bool,
+    visible: bool = False,
+    role: bool = False,
+    agent: bool = False,
+    kind: bool = False,
+) -> str:
+    """A keyset page of messages by seq: the primary key (conversation_id,
+    seq) walked from either end, so "the last N" reads N rows (more when a
+    filter skips some). `visible` keeps the current batch's members: a
+    primary-key probe of `batch_members` per row (a message's sort key is
+    its key there). One statement shape per filter combination, so each
+    plan fits its filters (no `param IS NULL OR ...` generic plans)."""
+    conditions = ["m.conversation_id = %(cid)s", "m.seq > %(after)s", "m.seq < %(before)s"]
+    if role:
+        conditions.append("m.role = %(role)s")
+    if agent:
+        conditions.append("m.agent_id = %(agent)s")
+    if kind:
+        conditions.append("m.kind = %(kind)s")
+    source = "messages AS m"
+    if visible:
+        # In the window of its own agent.
+        source = "conversations AS c JOIN messages AS m ON m.conversation_id = c.id"
+        conditions.append(
+            "c.id = %(cid)s AND EXISTS (SELECT 1 FROM batch_members AS b"
+            " WHERE b.conversation_id = m.conversation_id"
+            " AND b.batch = coalesce((c.agent_batches ->> m.agent_id)::int, c.current_batch)"
+            " AND b.sort_key = m.sort_key AND b.seq = m.seq)"
+        )
+    direction = " DESC" if descending else ""
+    return (
+        f"SELECT {MESSAGE_COLUMNS} FROM {source}{MESSAGE_JOINS}"
+        f" WHERE {' AND '.join(conditions)} ORDER BY m.seq{direction} LIMIT %(limit)s"
+    )
+
+
+HISTORY_ASC = history(descending=False)
+HISTORY_DESC = history(descending=True)
+
 
 BATCH_MESSAGES = (
     f"SELECT {MESSAGE_COLUMNS} FROM messages AS m{MESSAGE_JOINS}"
@@ -151,7 +239,7 @@ ASSEMBLY_WINDOW = (
     "SELECT e.data, ed.data FROM batch_members AS b"
     " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
     f"{MESSAGE_JOINS}"
-    f" WHERE b.conversation_id = %(cid)s AND b.batch = {_CURRENT_BATCH}"
+    f" WHERE b.conversation_id = %(cid)s AND b.batch = {_BATCH_OF_AGENT}"
     " AND m.agent_id = %(agent)s ORDER BY b.sort_key"
 )
 
@@ -182,6 +270,7 @@ CALL_STATES = (
 
 PENDING_CALLS = (
     "SELECT call_id FROM tool_calls WHERE conversation_id = %(cid)s AND status = 'pending'"
+    " AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
 )
 
 # A call's arguments stay in the assistant message's event.
@@ -200,7 +289,7 @@ TOOL_BLOCKS = (
 )
 
 BATCHES = (
-    "SELECT batch, boundary, summary_seq, retained, operation, parameters, started_at"
+    "SELECT batch, boundary, summary_seq, retained, operation, parameters, started_at, agent_id"
     " FROM batches WHERE conversation_id = %(cid)s ORDER BY batch"
 )
 
@@ -278,12 +367,20 @@ ANSWER_CALLS = (
     " WHERE t.conversation_id = %(cid)s AND t.call_id = x.call_id"
 )
 
+# An append never moves an agent's window, so HEAD_UPDATE (the hot path)
+# leaves `agent_batches` alone; a batch operation, a fork or a rebuild sets it.
+SET_AGENT_BATCHES = "UPDATE conversations SET agent_batches = %(agent_batches)s WHERE id = %(cid)s"
+
 HEAD_UPDATE = (
     "UPDATE conversations SET version = %(version)s, next_seq = %(next_seq)s,"
     " current_batch = %(current_batch)s, role_counts = %(role_counts)s::bigint[],"
     " updated_at = now()"
     " WHERE id = %(cid)s"
 )
+
+# A rebuild replays what was written: the head moves, the time of the last
+# write (`updated_at`) does not.
+REBUILD_HEAD_UPDATE = HEAD_UPDATE.replace(", updated_at = now()", "")
 
 REQUEST_INSERT = (
     "INSERT INTO append_requests"
@@ -339,17 +436,25 @@ EDIT_MESSAGE = (
 
 INSERT_BATCH = (
     "INSERT INTO batches (conversation_id, batch, boundary, summary_seq, retained, operation,"
-    " parameters, started_at, event_version) VALUES (%(cid)s, %(batch)s, %(boundary)s,"
-    " %(summary)s, %(retained)s, %(operation)s, %(parameters)s, %(at)s, %(version)s)"
+    " parameters, started_at, event_version, agent_id) VALUES (%(cid)s, %(batch)s,"
+    " %(boundary)s, %(summary)s, %(retained)s, %(operation)s, %(parameters)s, %(at)s,"
+    " %(version)s, %(agent)s)"
 )
 
 # The new batch shows, out of the source batch's window, the tail from the
-# boundary on and the retained messages: one index range, O(window).
+# boundary on and the retained messages — of its agent, when it is one
+# agent's window: one index range, O(source batch).
 COPY_MEMBERS = (
     "INSERT INTO batch_members (conversation_id, batch, sort_key, seq)"
-    " SELECT conversation_id, %(batch)s, sort_key, seq FROM batch_members"
-    " WHERE conversation_id = %(cid)s AND batch = %(source)s"
-    " AND (sort_key >= %(boundary)s OR seq = ANY(%(retained)s))"
+    " SELECT b.conversation_id, %(batch)s, b.sort_key, b.seq FROM batch_members AS b"
+    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
+    " WHERE b.conversation_id = %(cid)s AND b.batch = %(source)s"
+    " AND (b.sort_key >= %(boundary)s OR b.seq = ANY(%(retained)s))"
+    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
+)
+
+PIN_MESSAGE = (
+    "UPDATE messages SET pinned = %(pinned)s WHERE conversation_id = %(cid)s AND seq = %(seq)s"
 )
 
 UPSERT_PROFILE = (
@@ -381,6 +486,85 @@ DELETE_SLOT = (
 
 ARCHIVE = "UPDATE conversations SET archived_at = %(at)s WHERE id = %(cid)s"
 
+# --- forks (docs/storage.md, "Forks") ------------------------------------------------------
+
+# The parent, share-locked until the fork commits: no write to it meanwhile,
+# so everything the fork reads of it is of one version.
+FORK_PARENT = (
+    "SELECT tenant, version, deleted_at IS NOT NULL, next_seq FROM conversations"
+    " WHERE id = %(parent)s FOR SHARE"
+)
+_FORKED = (
+    "m.conversation_id = %(parent)s AND m.seq <= %(up_to)s"
+    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
+)
+# How many messages a fork gets, its last seq, how many are pinned, and of
+# each role (in ROLES order).
+FORK_COUNTS = (
+    "SELECT count(*), coalesce(max(m.seq), 0), count(*) FILTER (WHERE m.pinned),"
+    " count(*) FILTER (WHERE m.role = 'system'), count(*) FILTER (WHERE m.role = 'user'),"
+    " count(*) FILTER (WHERE m.role = 'assistant'), count(*) FILTER (WHERE m.role = 'tool')"
+    f" FROM messages AS m WHERE {_FORKED}"
+)
+FORK_PROFILES = (
+    "SELECT agent_id, is_sub_agent, system_prompt, role_definition FROM agent_profiles"
+    " WHERE conversation_id = %(parent)s AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
+    " ORDER BY agent_id"
+)
+FORK_SLOTS = (
+    "SELECT agent_id, slot, value FROM context_slots WHERE conversation_id = %(parent)s"
+    " AND (%(agent)s::text IS NULL OR agent_id = %(agent)s) ORDER BY agent_id, slot"
+)
+
+# A fork's messages, copied in one statement, server side: each message of
+# the parent up to the seq (of the agent) becomes a `message_appended`
+# event of the fork, in seq order from version %(first)s — the body as the
+# parent reads it now (an edited message with its new content and token
+# estimate), in batch 1, with its seq and sort key — and a pinned one also
+# a `message_pinned` event after them; with the rows the projector derives
+# from exactly those events (role ordinals counted again, calls answered
+# only by a result the fork has). The event JSON is spelled as
+# `MessageAppended.data()` / `MessagePinned.data()` write it: a rebuild of
+# the fork replays these events and must derive the same rows.
+COPY_FORKED = (
+    "WITH src AS MATERIALIZED (SELECT m.seq, m.sort_key, m.role, m.agent_id, m.kind,"
+    " m.tool_call_id, m.is_error, m.client_message_id, m.token_estimate, m.pinned,"
+    " e.recorded_at, %(first)s - 1 + row_number() OVER (ORDER BY m.seq) AS version,"
+    " row_number() OVER (PARTITION BY m.role ORDER BY m.seq) AS ordinal,"
+    " '{\"seq\":' || m.seq || ',\"batch\":1'"
+    " || CASE WHEN m.sort_key <> m.seq THEN ',\"sort_key\":\"' || m.sort_key || '\"' ELSE '' END"
+    " || ',\"message\":' || CASE WHEN ed.data IS NULL THEN (e.data -> 'message')::text"
+    " ELSE ((e.data -> 'message')::jsonb || jsonb_build_object('content', ed.data -> 'content',"
+    " 'token_estimate', m.token_estimate))::text END || '}' AS data"
+    " FROM messages AS m"
+    " JOIN events AS e ON e.conversation_id = m.conversation_id AND e.version = m.event_version"
+    " LEFT JOIN events AS ed"
+    " ON ed.conversation_id = m.conversation_id AND ed.version = m.edit_version"
+    f" WHERE {_FORKED}),"
+    " ev AS (INSERT INTO events (conversation_id, version, type, data, recorded_at)"
+    " SELECT %(cid)s, version, 'message_appended', data::json, recorded_at FROM src),"
+    " pn AS (INSERT INTO events (conversation_id, version, type, data)"
+    " SELECT %(cid)s, %(first)s + %(count)s - 1 + row_number() OVER (ORDER BY seq),"
+    " 'message_pinned', ('{\"seq\":' || seq || ',\"pinned\":true}')::json FROM src WHERE pinned),"
+    " ms AS (INSERT INTO messages (conversation_id, seq, event_version, role_ordinal, batch,"
+    " token_estimate, is_error, sort_key, role, agent_id, kind, tool_call_id, client_message_id,"
+    " pinned) SELECT %(cid)s, seq, version, ordinal, 1, token_estimate, is_error, sort_key, role,"
+    " agent_id, kind, tool_call_id, client_message_id, pinned FROM src),"
+    " ri AS (INSERT INTO message_role_index (conversation_id, role, ordinal, seq)"
+    " SELECT %(cid)s, role, ordinal, seq FROM src),"
+    " bm AS (INSERT INTO batch_members (conversation_id, batch, sort_key, seq)"
+    " SELECT %(cid)s, 1, sort_key, seq FROM src)"
+    " INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
+    " result_seq, is_error, status)"
+    " SELECT %(cid)s, t.call_id, t.agent_id, t.tool_name, t.assistant_seq, a.result_seq,"
+    " coalesce(a.is_error, false), CASE WHEN a.result_seq IS NULL THEN 'pending'"
+    " ELSE 'complete' END FROM tool_calls AS t CROSS JOIN LATERAL (SELECT"
+    " CASE WHEN t.result_seq <= %(up_to)s THEN t.result_seq END AS result_seq,"
+    " CASE WHEN t.result_seq <= %(up_to)s THEN t.is_error END AS is_error) AS a"
+    " WHERE t.conversation_id = %(parent)s AND t.assistant_seq <= %(up_to)s"
+    " AND (%(agent)s::text IS NULL OR t.agent_id = %(agent)s)"
+)
+
 # Every projection table, for a purge or a rebuild (the role index's
 # partitions go with their parent).
 VIEW_TABLES = (
@@ -395,7 +579,7 @@ VIEW_TABLES = (
 DELETE_VIEWS = tuple(f"DELETE FROM {t} WHERE conversation_id = %(cid)s" for t in VIEW_TABLES)
 RESET_HEAD = (
     "UPDATE conversations SET next_seq = 1, current_batch = 1, role_counts = '{0,0,0,0}',"
-    " archived_at = NULL WHERE id = %(cid)s"
+    " agent_batches = '{}', archived_at = NULL WHERE id = %(cid)s"
 )
 
 PURGE = (
@@ -413,6 +597,205 @@ EVENTS_AFTER = (
 
 CONVERSATION_IDS = "SELECT id FROM conversations ORDER BY id"
 
+# --- listing conversations ----------------------------------------------------------------
+
+# `key` is the client's id (store.conversation_keys); `id`, the stream's
+# uuid, is the tie-breaker the cursor carries.
+LIST_COLUMNS = (
+    f"key, tenant, version, {MAIN_BATCH}, next_seq, archived_at IS NOT NULL,"
+    " created_at, metadata, updated_at, id"
+)
+
+
+@cache
+def list_conversations(
+    *,
+    newest: bool,
+    metadata: bool,
+    archived: bool | None,
+    created_from: bool,
+    created_to: bool,
+    updated_from: bool,
+    updated_to: bool,
+    after: bool,
+) -> str:
+    """A page of a tenant's conversations by (created_at, id), one shape per
+    filter combination. The order and the cursor are one range of the index
+    (tenant, created_at, id); metadata containment can use the GIN index
+    (jsonb_path_ops); updated_at is filtered, not indexed (see
+    `store.listing`)."""
+    conditions = ["tenant = %(tenant)s", "version > 0", "deleted_at IS NULL"]
+    if metadata:
+        conditions.append("metadata @> %(metadata)s")
+    if archived is not None:
+        conditions.append(f"archived_at IS {'NOT ' if archived else ''}NULL")
+    if created_from:
+        conditions.append("created_at >= %(created_from)s")
+    if created_to:
+        conditions.append("created_at < %(created_to)s")
+    if updated_from:
+        conditions.append("updated_at >= %(updated_from)s")
+    if updated_to:
+        conditions.append("updated_at < %(updated_to)s")
+    if after:
+        conditions.append(
+            f"(created_at, id) {'<' if newest else '>'} (%(after_at)s, %(after_id)s::uuid)"
+        )
+    direction = " DESC" if newest else ""
+    return (
+        f"SELECT {LIST_COLUMNS} FROM conversations AS c WHERE {' AND '.join(conditions)}"
+        f" ORDER BY c.created_at{direction}, c.id{direction} LIMIT %(limit)s"
+    )
+
+
+# --- compaction (store.compaction) ---------------------------------------------------
+
+# A window never holds more messages than this, read from the stream row and
+# its current batch's row alone: every member of a batch is retained, or has
+# a seq at or past the boundary (a sort key is never above its message's seq,
+# and whatever arrives in the batch gets a seq past it). With a message
+# threshold only, it rules most conversations out before any message is read.
+_WINDOW_BOUND = "c.next_seq - floor(cb.boundary) + jsonb_array_length(cb.retained)"
+_AGENT_BATCH = "coalesce((c.agent_batches ->> %(agent)s::text)::int, c.current_batch)"
+
+
+def compaction_candidates(*, max_messages: bool, max_tokens: bool, after: bool) -> str:
+    """A page of a tenant's writable conversations whose agent's current window
+    (its batch's members that are its messages) is over a threshold, by
+    (created_at, id): the window's size is counted over those members
+    (O(window), never the history), and only for conversations the head
+    columns do not rule out."""
+    conditions = [
+        "c.tenant = %(tenant)s",
+        "c.version > 0",
+        "c.deleted_at IS NULL",
+        "c.archived_at IS NULL",
+    ]
+    if after:
+        conditions.append("(c.created_at, c.id) > (%(after_at)s, %(after_id)s::uuid)")
+    if max_messages and not max_tokens:
+        conditions.append(f"{_WINDOW_BOUND} > %(max_messages)s")
+    over = []
+    if max_messages:
+        over.append("w.messages > %(max_messages)s")
+    if max_tokens:
+        over.append("w.tokens > %(max_tokens)s")
+    conditions.append(f"({' OR '.join(over) or 'false'})")
+    return (
+        "SELECT c.key, c.version, c.created_at, c.id, w.messages, w.tokens"
+        " FROM conversations AS c"
+        f" JOIN batches AS cb ON cb.conversation_id = c.id AND cb.batch = {_AGENT_BATCH}"
+        " CROSS JOIN LATERAL (SELECT count(*) AS messages,"
+        " coalesce(sum(m.token_estimate), 0) AS tokens FROM batch_members AS b"
+        " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
+        " WHERE b.conversation_id = c.id AND b.batch = cb.batch"
+        " AND m.agent_id = %(agent)s) AS w"
+        f" WHERE {' AND '.join(conditions)}"
+        " ORDER BY c.created_at, c.id LIMIT %(limit)s"
+    )
+
+
+# A claim every process using this database sees (`Storage.try_claim`): a
+# session-level advisory lock on a 64-bit hash of the claim's name, never
+# waited for. A hash collision only makes a claim look taken.
+TRY_CLAIM = "SELECT pg_try_advisory_lock(hashtextextended(%(name)s, 0))"
+RELEASE_CLAIM = "SELECT pg_advisory_unlock(hashtextextended(%(name)s, 0))"
+
+
 COUNT_EVENTS = (
     "SELECT count(*) FROM events WHERE %(cid)s::uuid IS NULL OR conversation_id = %(cid)s"
+)
+
+# --- search (store.search, docs/search.md) ---------------------------------------------
+
+# A message's searchable text is derived from its event, never stored:
+# `convo_search_text(data)` (migration 0006) is the expression both GIN
+# indexes are built on, partial on the events that carry content; a search
+# must spell it exactly so, to use them.
+_CONTENT_EVENTS = "e.type IN ('message_appended', 'message_edited')"
+SEARCH_TEXT_MATCH = (
+    "to_tsvector('simple'::regconfig, convo_search_text(e.data))"
+    " @@ websearch_to_tsquery('simple'::regconfig, %(q)s)"
+)
+SEARCH_SUBSTRING_MATCH = "convo_search_text(e.data) ILIKE %(pattern)s"
+
+# Each filter, applied to the hits the index found (`a` is the message's
+# own appended event: its recorded time).
+SEARCH_FILTERS = {
+    "conversation": "c.key = %(conversation)s",
+    "role": "m.role = %(role)s",
+    "agent": "m.agent_id = %(agent)s",
+    "kind": "m.kind = %(kind)s",
+    "batch": "m.batch = %(batch)s",
+    "tool": "EXISTS (SELECT 1 FROM tool_calls AS t WHERE t.conversation_id = m.conversation_id"
+    " AND t.tool_name = %(tool)s AND (t.call_id = m.tool_call_id OR t.assistant_seq = m.seq))",
+    "from": "a.recorded_at >= %(from)s",
+    "to": "a.recorded_at < %(to)s",
+    "metadata": "c.metadata @> %(metadata)s",
+    "after": "(a.recorded_at, m.conversation_id, m.seq) < (%(at)s, %(after_cid)s, %(after_seq)s)",
+}
+
+SUBSTRING_INDEX_EXISTS = "SELECT to_regclass('ix_events_search_substring') IS NOT NULL"
+
+
+@cache
+def search(*, substring: bool, filters: tuple[str, ...]) -> str:
+    """One page of a search: the index finds the events whose text matches;
+    each is kept if it holds its message's current text (the appended
+    event of an unedited message, the latest edit of an edited one), its
+    conversation is the tenant's, and the filters hold; newest first.
+
+    The snippet is made for the page's rows only: ts_headline for text (its
+    marks are control characters, removed from the text first), the text
+    itself for a substring match (cut around the match by the caller).
+    One statement shape per mode and set of filters, each prepared once.
+    """
+    match = SEARCH_SUBSTRING_MATCH if substring else SEARCH_TEXT_MATCH
+    conditions = "".join(f" AND {SEARCH_FILTERS[name]}" for name in filters)
+    page = (
+        "SELECT m.conversation_id, c.key, m.seq, m.role, m.agent_id, m.kind, m.batch,"
+        " a.recorded_at, m.edit_version IS NOT NULL AS edited, e.data"
+        " FROM events AS e"
+        " JOIN conversations AS c ON c.id = e.conversation_id"
+        " JOIN messages AS m"
+        " ON m.conversation_id = e.conversation_id AND m.seq = (e.data ->> 'seq')::bigint"
+        " JOIN events AS a ON a.conversation_id = m.conversation_id AND a.version = m.event_version"
+        f" WHERE {_CONTENT_EVENTS} AND {match}"
+        " AND e.version = coalesce(m.edit_version, m.event_version)"
+        f" AND c.tenant = %(tenant)s AND c.deleted_at IS NULL{conditions}"
+        " ORDER BY a.recorded_at DESC, m.conversation_id DESC, m.seq DESC LIMIT %(limit)s"
+    )
+    if substring:
+        snippet = "convo_search_text(h.data)"
+    else:
+        snippet = (
+            "ts_headline('simple'::regconfig,"
+            " translate(convo_search_text(h.data), E'\\x02\\x03', ''),"
+            " websearch_to_tsquery('simple'::regconfig, %(q)s), %(headline)s)"
+        )
+    # Hits name the conversation by the client's id (`key`); the cursor
+    # keeps the storage's uuid, which orders the hits.
+    return (
+        "SELECT h.conversation_id, h.key, h.seq, h.role, h.agent_id, h.kind,"
+        f" h.batch, h.recorded_at, h.edited, {snippet} FROM ({page}) AS h"
+        " ORDER BY h.recorded_at DESC, h.conversation_id DESC, h.seq DESC"
+    )
+
+
+# --- export and the feed (store.feed, store.export) ---------------------------------
+
+# Versions of one conversation commit in order (its stream row lock), so a
+# keyset by version never skips one: no feed horizon needed here.
+CONVERSATION_EVENTS = (
+    "SELECT transaction_id, position, version, type, data, recorded_at,"
+    " (SELECT key FROM conversations WHERE id = %(cid)s) FROM events"
+    " WHERE conversation_id = %(cid)s AND version > %(after)s ORDER BY version LIMIT %(limit)s"
+)
+
+# By id, keyset: a conversation changed during an export neither moves nor
+# repeats. `updated_at` is filtered, not indexed (see schema.conversations).
+CHANGED_CONVERSATIONS = (
+    "SELECT id, key, updated_at FROM conversations"
+    " WHERE tenant = %(tenant)s AND updated_at >= %(since)s AND deleted_at IS NULL"
+    " AND version > 0 AND id > %(after)s ORDER BY id LIMIT %(limit)s"
 )

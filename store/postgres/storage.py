@@ -48,6 +48,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -59,21 +60,33 @@ from psycopg_pool import AsyncConnectionPool
 
 from store.codec import decode_message, decode_stored, decoding, message_text
 from store.commands import Head
+from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
-from store.errors import ConversationDeleted, ConversationNotFound
+from store.errors import ConversationDeleted, ConversationNotFound, InvalidOperation
 from store.events import from_data
+from store.feed import (
+    ChangedConversation,
+    FeedEvent,
+    FeedPage,
+    event_from_row,
+)
+from store.listing import ConversationCursor, ConversationQuery, Listed
 from store.messages import ROLES, Role, StoredMessage
-from store.postgres import feed, sql
+from store.postgres import feed, search, sql
 from store.postgres.driver_errors import translate
+from store.postgres.feed_signal import FeedSignal
 from store.postgres.urls import libpq_url
 from store.projections.projector import (
     AppendMessages,
     Archive,
     Changes,
     ConfigureAgent,
+    CopyForked,
     EditMessage,
+    PinMessage,
     PurgeViews,
     Recorded,
+    SetMetadata,
     SetSlot,
     StartBatch,
     StartViews,
@@ -81,13 +94,16 @@ from store.projections.projector import (
     ViewHead,
 )
 from store.records import FeedPosition, RecordedEvent
+from store.search import SearchPage, SearchQuery
 from store.storage import (
     NO_LOOKUPS,
     AssemblyInput,
+    ForkSource,
     HistoryPage,
     Lookups,
     StoredRequest,
     StreamRow,
+    WindowPage,
     Write,
 )
 from store.validation import CallState
@@ -117,7 +133,7 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
 
 
 def _message(row: Row) -> StoredMessage:
-    seq, batch, ordinal, tokens, recorded_at, appended, edit = row[:7]
+    seq, batch, ordinal, tokens, recorded_at, appended, edit, pinned = row[:8]
     return decode_stored(
         appended["message"],
         seq=seq,
@@ -126,6 +142,7 @@ def _message(row: Row) -> StoredMessage:
         recorded_at=recorded_at,
         edited_content=None if edit is None else edit["content"],
         token_estimate=tokens,
+        pinned=pinned,
     )
 
 
@@ -200,6 +217,10 @@ def _head_params(cid: uuid.UUID, version: int, head: ViewHead) -> dict[str, Any]
     }
 
 
+def _agent_batches(cid: uuid.UUID, head: ViewHead) -> tuple[str, dict[str, Any]]:
+    return sql.SET_AGENT_BATCHES, {"cid": cid, "agent_batches": Jsonb(head.agent_batches)}
+
+
 def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, Any]]]:
     """The statements that write one projection step."""
     match step:
@@ -227,6 +248,7 @@ def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, An
         case StartBatch():
             batch = {
                 "cid": cid,
+                "agent": step.agent_id,
                 "batch": step.batch,
                 "boundary": step.boundary,
                 "summary": step.summary_seq,
@@ -238,6 +260,7 @@ def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, An
             }
             copy = {
                 "cid": cid,
+                "agent": step.agent_id,
                 "batch": step.batch,
                 "source": step.source_batch,
                 "boundary": step.boundary,
@@ -264,14 +287,28 @@ def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, An
             return [(sql.UPSERT_SLOT, {**key, "value": value, "version": step.version})]
         case Archive():
             return [(sql.ARCHIVE, {"cid": cid, "at": step.archived_at})]
+        case SetMetadata():
+            return [(sql.SET_METADATA, {"cid": cid, "metadata": Jsonb(step.metadata, dumps=_json)})]
         case PurgeViews():
             return [(statement, {"cid": cid}) for statement in sql.DELETE_VIEWS]
+        case PinMessage():
+            return [(sql.PIN_MESSAGE, {"cid": cid, "seq": step.seq, "pinned": step.pinned})]
+        case CopyForked():
+            params = {
+                "cid": cid,
+                "parent": step.parent,
+                "up_to": step.up_to_seq,
+                "agent": step.agent_id,
+                "first": step.first_version,
+                "count": step.messages,
+            }
+            return [(sql.COPY_FORKED, params)]
 
 
 def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str, Any]]]:
     """A write as statements: one, for appended messages (the hot path)."""
     changes = write.changes
-    version = write.events[-1].version
+    version = write.version or write.events[-1].version
     head = _head_params(cid, version, changes.head)
     request: dict[str, Any] = {}
     if write.request is not None:
@@ -300,6 +337,7 @@ def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str,
     for step in steps:
         statements += _step_statements(cid, step)
     statements.append((sql.HEAD_UPDATE, head))
+    statements.append(_agent_batches(cid, changes.head))
     if request:
         statements.append((sql.REQUEST_INSERT, {"cid": cid, **request}))
     return statements
@@ -318,7 +356,7 @@ class _WriteSession:
         self._clients: dict[str, StoredMessage] | None = None
         self._looked_up_clients: frozenset[str] = frozenset()
         self._request: tuple[str, StoredRequest | None] | None = None
-        self._windows: dict[int, list[WindowEntry] | None] = {}
+        self._windows: dict[tuple[int, str | None], list[WindowEntry] | None] = {}
         self.written = False
 
     @property
@@ -328,11 +366,11 @@ class _WriteSession:
     def _params(self, **values: Any) -> dict[str, Any]:
         return {"cid": self.conversation_id, **values}
 
-    async def open(self, tenant: str, create: bool, lookups: Lookups) -> None:
+    async def open(self, tenant: str, create: str | None, lookups: Lookups) -> None:
         conn = self.conn
         await conn.execute("BEGIN")
-        if create:
-            await conn.execute(sql.CREATE_STREAM, self._params(tenant=tenant))
+        if create is not None:
+            await conn.execute(sql.CREATE_STREAM, self._params(tenant=tenant, key=create))
         lock = await conn.execute(sql.LOCK_STREAM, self._params())
         calls = clients = request = None
         if lookups.call_ids:
@@ -346,7 +384,7 @@ class _WriteSession:
         await self.pipeline.sync()
         row = await lock.fetchone()
         if row is not None:
-            tenant_, version, deleted, archived, next_seq, batch, role_counts, now = row
+            tenant_, version, deleted, archived, next_seq, batch, role_counts, now, agents = row
             self._stream = StreamRow(
                 tenant=tenant_,
                 version=version,
@@ -356,6 +394,7 @@ class _WriteSession:
                     next_seq=next_seq,
                     current_batch=batch,
                     role_counts=dict(zip(ROLES, role_counts, strict=True)),
+                    agent_batches=agents,
                 ),
                 now=now,
             )
@@ -363,7 +402,7 @@ class _WriteSession:
             self._calls = _call_states(await calls.fetchall())
             self._looked_up_calls = lookups.call_ids
         if clients is not None:
-            self._clients = {r[7]: _message(r) for r in await clients.fetchall()}
+            self._clients = {r[8]: _message(r) for r in await clients.fetchall()}
             self._looked_up_clients = frozenset(lookups.client_ids)
         if request is not None:
             assert lookups.idempotency_key is not None
@@ -379,7 +418,11 @@ class _WriteSession:
     async def head(self) -> Head:
         assert self._stream is not None
         head = self._stream.head
-        return Head(next_seq=head.next_seq, current_batch=head.current_batch)
+        return Head(
+            next_seq=head.next_seq,
+            current_batch=head.current_batch,
+            agent_batches=head.agent_batches,
+        )
 
     async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
         if not call_ids:
@@ -389,23 +432,60 @@ class _WriteSession:
         rows = await self._rows(sql.CALL_STATES, self._params(ids=sorted(call_ids)))
         return _call_states(rows)
 
-    async def pending_call_ids(self) -> set[str]:
-        return {r[0] for r in await self._rows(sql.PENDING_CALLS, self._params())}
+    async def pending_call_ids(self, agent_id: str | None = None) -> set[str]:
+        return {r[0] for r in await self._rows(sql.PENDING_CALLS, self._params(agent=agent_id))}
 
-    async def window(self) -> list[WindowEntry]:
-        window = await self.batch_window((await self.head()).current_batch)
+    async def window(self, agent_id: str) -> list[WindowEntry]:
+        window = await self.batch_window((await self.head()).batch_of(agent_id), agent_id)
         assert window is not None
         return window
 
-    async def batch_window(self, batch: int) -> list[WindowEntry] | None:
-        if batch not in self._windows:
-            exists = await self.conn.execute(sql.BATCH_EXISTS, self._params(batch=batch))
-            entries = await self.conn.execute(sql.WINDOW_ENTRIES, self._params(batch=batch))
+    async def batch_window(
+        self, batch: int, agent_id: str | None = None
+    ) -> list[WindowEntry] | None:
+        key = (batch, agent_id)
+        if key not in self._windows:
+            params = self._params(batch=batch, agent=agent_id)
+            owner = await self.conn.execute(sql.BATCH_OWNER, params)
+            entries = await self.conn.execute(sql.WINDOW_ENTRIES, params)
             await self.pipeline.sync()
-            found = await exists.fetchone()
+            found = await owner.fetchone()
             rows = await entries.fetchall()
-            self._windows[batch] = None if found is None else [_window_entry(r) for r in rows]
-        return self._windows[batch]
+            readable = found is not None and (found[0] is None or found[0] == agent_id)
+            self._windows[key] = [_window_entry(r) for r in rows] if readable else None
+        return self._windows[key]
+
+    async def fork_source(
+        self, parent: uuid.UUID, tenant: str, up_to_seq: int | None, agent_id: str | None
+    ) -> ForkSource:
+        params = {
+            "parent": parent,
+            "up_to": _NO_SEQ_ABOVE if up_to_seq is None else up_to_seq,
+            "agent": agent_id,
+        }
+        cursors = [
+            await self.conn.execute(statement, params)
+            for statement in (sql.FORK_PARENT, sql.FORK_COUNTS, sql.FORK_PROFILES, sql.FORK_SLOTS)
+        ]
+        await self.pipeline.sync()
+        row, counts, profiles, slots = [await c.fetchall() for c in cursors]
+        _, version, _, next_seq = _check_readable(parent, tenant, row[0] if row else None)
+        up_to = next_seq - 1 if up_to_seq is None else up_to_seq
+        if up_to >= next_seq:
+            raise InvalidOperation(
+                f"fork up_to_seq {up_to} is past the parent's last message (seq {next_seq - 1})"
+            )
+        messages, last_seq, pinned, *by_role = counts[0]
+        return ForkSource(
+            version=version,
+            up_to_seq=up_to,
+            messages=messages,
+            last_seq=last_seq,
+            pinned=pinned,
+            role_counts=dict(zip(ROLES, by_role, strict=True)),
+            profiles=tuple(_profile(r[0], [r[1:]]) for r in profiles),
+            slots=tuple((agent, slot, value) for agent, slot, value in slots),
+        )
 
     async def key_after(self, key: Decimal) -> Decimal | None:
         rows = await self._rows(sql.KEY_AFTER, self._params(key=key))
@@ -430,7 +510,7 @@ class _WriteSession:
         if self._clients is not None and set(client_ids) <= self._looked_up_clients:
             return {c: m for c, m in self._clients.items() if c in client_ids}
         rows = await self._rows(sql.MESSAGES_BY_CLIENT_ID, self._params(ids=list(client_ids)))
-        return {r[7]: _message(r) for r in rows}
+        return {r[8]: _message(r) for r in rows}
 
     async def messages_written_by(
         self, first_version: int, last_version: int
@@ -494,7 +574,10 @@ class _RebuildSession:
         for step in changes.steps:
             for statement, params in _step_statements(cid, step):
                 await self.conn.execute(statement, params)
-        await self.conn.execute(sql.HEAD_UPDATE, _head_params(cid, self.version, changes.head))
+        await self.conn.execute(
+            sql.REBUILD_HEAD_UPDATE, _head_params(cid, self.version, changes.head)
+        )
+        await self.conn.execute(*_agent_batches(cid, changes.head))
 
 
 # --- the storage ---------------------------------------------------------------------
@@ -505,6 +588,7 @@ class PostgresStorage:
 
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
         self.pool = pool
+        self._feed_signal = FeedSignal(pool)
 
     @classmethod
     async def connect(
@@ -539,6 +623,7 @@ class PostgresStorage:
         return cls(pool)
 
     async def close(self) -> None:
+        await self._feed_signal.close()
         await self.pool.close()
 
     @asynccontextmanager
@@ -568,7 +653,7 @@ class PostgresStorage:
         conversation_id: uuid.UUID,
         tenant: str,
         *,
-        create: bool = False,
+        create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
     ) -> AsyncIterator[_WriteSession]:
         try:
@@ -587,6 +672,8 @@ class PostgresStorage:
         except Exception as error:
             _raise_ours(error, conversation_id)
             raise
+        if session.written:
+            self._feed_signal.committed()
 
     @asynccontextmanager
     async def rebuilding(self, conversation_id: uuid.UUID) -> AsyncIterator[_RebuildSession]:
@@ -646,9 +733,9 @@ class PostgresStorage:
 
     async def conversation(self, conversation_id: uuid.UUID, tenant: str) -> Conversation:
         row, _ = await self._read(conversation_id, tenant)
-        _, version, _, current_batch, next_seq, archived, created_at, metadata = row
+        _, version, _, current_batch, next_seq, archived, created_at, metadata, updated_at = row[:9]
         return Conversation(
-            id=conversation_id,
+            id=row[9],
             tenant=tenant,
             version=version,
             current_batch=current_batch,
@@ -656,20 +743,25 @@ class PostgresStorage:
             archived=archived,
             started_at=created_at,
             metadata=metadata,
+            updated_at=updated_at,
         )
 
     async def window(
         self, conversation_id: uuid.UUID, tenant: str, *, batch: int | None, agent_id: str | None
     ) -> list[StoredMessage]:
-        return await self._messages(
-            conversation_id, tenant, sql.WINDOW, batch=batch, agent=agent_id
-        )
+        statement = sql.window(batch=batch is not None, agent=agent_id is not None)
+        return await self._messages(conversation_id, tenant, statement, batch=batch, agent=agent_id)
 
     async def recent_in_window(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
     ) -> list[StoredMessage]:
         return await self._messages(
-            conversation_id, tenant, sql.RECENT_IN_WINDOW, role=role, n=n, agent=agent_id
+            conversation_id,
+            tenant,
+            sql.recent_in_window(agent=agent_id is not None),
+            role=role,
+            n=n,
+            agent=agent_id,
         )
 
     async def recent_in_history(
@@ -702,14 +794,92 @@ class PostgresStorage:
     async def history(
         self, conversation_id: uuid.UUID, tenant: str, page: HistoryPage
     ) -> list[StoredMessage]:
+        statement = sql.history(
+            descending=page.descending,
+            visible=page.visible_only,
+            role=page.role is not None,
+            agent=page.agent_id is not None,
+            kind=page.kind is not None,
+        )
         return await self._messages(
             conversation_id,
             tenant,
-            sql.HISTORY_DESC if page.descending else sql.HISTORY_ASC,
+            statement,
             after=-1 if page.after_seq is None else page.after_seq,
             before=_NO_SEQ_ABOVE if page.before_seq is None else page.before_seq,
             limit=page.limit,
+            role=page.role,
+            agent=page.agent_id,
+            kind=page.kind,
         )
+
+    async def window_page(
+        self, conversation_id: uuid.UUID, tenant: str, page: WindowPage
+    ) -> list[tuple[Decimal, StoredMessage]]:
+        params = {
+            "cid": conversation_id,
+            "batch": page.batch,
+            "agent": page.agent_id,
+            "after": Decimal(-1) if page.after_key is None else page.after_key,
+            "limit": page.limit,
+        }
+        statement = sql.window(
+            batch=page.batch is not None, agent=page.agent_id is not None, page=True
+        )
+        _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
+        with decoding():
+            return [(Decimal(r[8]), _message(r)) for r in rows]
+
+    async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
+        statement = sql.list_conversations(
+            newest=query.order == "newest",
+            metadata=query.metadata is not None,
+            archived=query.archived,
+            created_from=query.created_from is not None,
+            created_to=query.created_to is not None,
+            updated_from=query.updated_from is not None,
+            updated_to=query.updated_to is not None,
+            after=query.after is not None,
+        )
+        params: dict[str, Any] = {
+            "tenant": tenant,
+            "metadata": None if query.metadata is None else Jsonb(query.metadata, dumps=_json),
+            "created_from": query.created_from,
+            "created_to": query.created_to,
+            "updated_from": query.updated_from,
+            "updated_to": query.updated_to,
+            "after_at": None if query.after is None else query.after.created_at,
+            "after_id": None if query.after is None else query.after.id,
+            "limit": query.limit,
+        }
+        return [
+            Listed(
+                conversation=Conversation(
+                    id=key,
+                    tenant=tenant_,
+                    version=version,
+                    current_batch=current_batch,
+                    next_seq=next_seq,
+                    archived=archived,
+                    started_at=created_at,
+                    metadata=metadata,
+                    updated_at=updated_at,
+                ),
+                cursor=ConversationCursor(created_at=created_at, id=internal_id),
+            )
+            for (
+                key,
+                tenant_,
+                version,
+                current_batch,
+                next_seq,
+                archived,
+                created_at,
+                metadata,
+                updated_at,
+                internal_id,
+            ) in await self._rows(statement, params)
+        ]
 
     async def tool_blocks(
         self, conversation_id: uuid.UUID, tenant: str, *, pending_only: bool, agent_id: str | None
@@ -748,8 +918,18 @@ class PostgresStorage:
                 operation=operation,
                 parameters=parameters,
                 started_at=started_at,
+                agent_id=agent_id,
             )
-            for number, boundary, summary_seq, retained, operation, parameters, started_at in rows
+            for (
+                number,
+                boundary,
+                summary_seq,
+                retained,
+                operation,
+                parameters,
+                started_at,
+                agent_id,
+            ) in rows
         ]
 
     async def agent(
@@ -785,6 +965,19 @@ class PostgresStorage:
             slots=slots_from_values(dict(slots)),
         )
 
+    # --- search (store.search, store.postgres.search) ------------------------------------
+
+    # Whether the server has the substring (pg_trgm) index: asked once.
+    _substring_index: bool | None = None
+
+    async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
+        async with self._connection() as conn:
+            if query.mode == "substring" and not self._substring_index:
+                self._substring_index = await search.check_substring_index(conn)
+                if not self._substring_index:
+                    raise search.refuse_substring()
+            return await search.search_messages(conn, tenant, query)
+
     # --- the log ---------------------------------------------------------------------
 
     async def _rows(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
@@ -803,9 +996,100 @@ class PostgresStorage:
     async def conversation_ids(self) -> list[uuid.UUID]:
         return [r[0] for r in await self._rows(sql.CONVERSATION_IDS, {})]
 
+    # --- compaction ------------------------------------------------------------------
+
+    async def compaction_candidates(
+        self, tenant: str, query: CandidateQuery
+    ) -> list[CompactionCandidate]:
+        statement = sql.compaction_candidates(
+            max_messages=query.max_messages is not None,
+            max_tokens=query.max_tokens is not None,
+            after=query.after is not None,
+        )
+        params = {
+            "tenant": tenant,
+            "agent": query.agent_id,
+            "max_messages": query.max_messages,
+            "max_tokens": query.max_tokens,
+            "after_at": None if query.after is None else query.after.created_at,
+            "after_id": None if query.after is None else query.after.stream,
+            "limit": query.limit,
+        }
+        return [
+            CompactionCandidate(
+                conversation_id=key,
+                version=version,
+                messages=int(messages),
+                tokens=int(tokens),
+                cursor=CandidateCursor(created_at=created_at, stream=stream),
+            )
+            for key, version, created_at, stream, messages, tokens in await self._rows(
+                statement, params
+            )
+        ]
+
+    @asynccontextmanager
+    async def try_claim(self, name: str) -> AsyncIterator[bool]:
+        """A session advisory lock held on a connection of its own, outside
+        any transaction, for as long as the claim lasts (see
+        store.compaction.job for why not a row lock)."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(sql.TRY_CLAIM, {"name": name})
+            row = await cursor.fetchone()
+            claimed = bool(row and row[0])
+            try:
+                yield claimed
+            finally:
+                if claimed:
+                    try:
+                        await conn.execute(sql.RELEASE_CLAIM, {"name": name})
+                    except BaseException:
+                        # Never hand a connection still holding the lock back
+                        # to the pool: closing it releases the lock.
+                        await conn.close()
+                        raise
+
     async def count_events(self, conversation_id: uuid.UUID | None = None) -> int:
         (row,) = await self._rows(sql.COUNT_EVENTS, {"cid": conversation_id})
         return int(row[0])
+
+    # --- export and the tenant feed (store.feed, store.export) -----------------------
+
+    async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
+        async with self._connection() as conn:
+            return await feed.read_tenant_feed(conn, tenant, after, limit)
+
+    async def conversation_events(
+        self, conversation_id: uuid.UUID, tenant: str, after_version: int, limit: int
+    ) -> list[FeedEvent]:
+        params = {"cid": conversation_id, "after": after_version, "limit": limit}
+        _, (rows,) = await self._read(conversation_id, tenant, (sql.CONVERSATION_EVENTS, params))
+        return [
+            event_from_row(
+                conversation=key,
+                transaction_id=tx,
+                position=position,
+                version=version,
+                type_=type_,
+                data=data,
+                recorded_at=recorded_at,
+            )
+            for tx, position, version, type_, data, recorded_at, key in rows
+        ]
+
+    async def changed_conversations(
+        self, tenant: str, since: datetime, after: uuid.UUID | None, limit: int
+    ) -> list[ChangedConversation]:
+        params = {"tenant": tenant, "since": since, "after": after or uuid.UUID(int=0)}
+        rows = await self._rows(sql.CHANGED_CONVERSATIONS, {**params, "limit": limit})
+        return [
+            ChangedConversation(id=cid, key=key, updated_at=updated_at)
+            for cid, key, updated_at in rows
+        ]
+
+    async def wait_for_feed(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
+        # Woken by LISTEN/NOTIFY, sent off the append's path: store.postgres.feed_signal.
+        await self._feed_signal.wait(timeout)
 
 
 def _profile(agent_id: str, rows: list[Row]) -> AgentProfile:

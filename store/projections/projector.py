@@ -7,7 +7,9 @@ in-memory fake and PostgreSQL cannot differ either (the storage port is in
 `store.storage`).
 
 What the projector tracks between events is the `ViewHead`: the next
-sequence number, the current batch, and how many messages of each role the
+sequence number, each agent's current batch (`current_batch`, the batch
+every agent's window starts in, and `agent_batches`, the agents that have
+a batch of their own), and how many messages of each role the
 conversation has (a new message's role ordinal is that count + 1).
 
 Steps keep the events' order: consecutive appended messages become one
@@ -18,6 +20,7 @@ source's membership as it is at that point of the log.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -30,11 +33,15 @@ from store.events import (
     BatchStarted,
     ContextSlotUpdated,
     ConversationArchived,
+    ConversationForked,
+    ConversationMetadataChanged,
     ConversationPurged,
     ConversationStarted,
+    ConversationUnarchived,
     DomainEvent,
     MessageAppended,
     MessageEdited,
+    MessagePinned,
 )
 from store.messages import MAIN_AGENT, ROLES
 
@@ -46,6 +53,9 @@ class ViewHead:
     next_seq: int = 1
     current_batch: int = 1
     role_counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
+    # Agents whose window is in a batch of their own (every other agent's
+    # is in `current_batch`).
+    agent_batches: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,10 +140,18 @@ class EditMessage:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PinMessage:
+    seq: int
+    pinned: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class StartBatch:
     """A new batch: its row, and its members copied from `source_batch`'s
-    (the tail from `boundary` on, and the retained messages)."""
+    (the tail from `boundary` on, and the retained messages) — only
+    `agent_id`'s messages, when it is one agent's window."""
 
+    agent_id: str | None
     batch: int
     source_batch: int
     boundary: Decimal
@@ -170,12 +188,39 @@ class SetSlot:
 
 @dataclass(frozen=True, kw_only=True)
 class Archive:
-    archived_at: datetime
+    """Archived at `archived_at`; None: unarchived."""
+
+    archived_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetMetadata:
+    """The conversation's metadata, whole."""
+
+    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True)
 class PurgeViews:
     """`ConversationPurged`: every view row of the conversation goes."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopyForked:
+    """A fork's messages, copied from its parent in one set-based write:
+    the parent's messages up to `up_to_seq` (of `agent_id`, if given), as
+    they read now, become `message_appended` events of the fork from
+    `first_version` on (in seq order; then a `message_pinned` event per
+    pinned one) and the rows `project` would derive from those events —
+    all in batch 1. Never made by `project`: the repository's fork adds it
+    after the `ConversationForked` step, and a rebuild replays the copied
+    events instead (tests/integration/test_forks.py checks they agree)."""
+
+    parent: uuid.UUID
+    up_to_seq: int
+    agent_id: str | None
+    first_version: int
+    messages: int
 
 
 Step = (
@@ -186,7 +231,10 @@ Step = (
     | ConfigureAgent
     | SetSlot
     | Archive
+    | SetMetadata
     | PurgeViews
+    | PinMessage
+    | CopyForked
 )
 
 
@@ -209,6 +257,7 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
     run_versions: list[int] = []
     counts = dict(head.role_counts)
     next_seq, current_batch = head.next_seq, head.current_batch
+    agent_batches = dict(head.agent_batches)
 
     def flush() -> None:
         if run:
@@ -225,7 +274,9 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
             continue
         flush()
         match event:
-            case ConversationStarted():
+            case ConversationStarted() | ConversationForked():
+                # A fork starts as a new conversation; its messages follow
+                # in its log.
                 steps.append(
                     StartViews(
                         started_at=item.recorded_at, version=item.version, metadata=event.metadata
@@ -233,6 +284,7 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
                 )
                 counts = dict.fromkeys(ROLES, 0)
                 next_seq, current_batch = 1, 1
+                agent_batches = {}
             case MessageEdited():
                 steps.append(
                     EditMessage(
@@ -244,6 +296,7 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
             case BatchStarted():
                 steps.append(
                     StartBatch(
+                        agent_id=event.agent_id,
                         batch=event.batch,
                         source_batch=event.source_batch,
                         boundary=event.boundary,
@@ -255,7 +308,13 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
                         version=item.version,
                     )
                 )
-                current_batch = event.batch
+                if event.agent_id is None:
+                    # Recorded before windows were per agent: every agent's.
+                    current_batch, agent_batches = event.batch, {}
+                else:
+                    agent_batches[event.agent_id] = event.batch
+            case MessagePinned():
+                steps.append(PinMessage(seq=event.seq, pinned=event.pinned))
             case AgentConfigured():
                 profile = event.profile
                 steps.append(
@@ -272,14 +331,25 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
                 steps.append(_slot_step(event, item.version))
             case ConversationArchived():
                 steps.append(Archive(archived_at=item.recorded_at))
+            case ConversationUnarchived():
+                steps.append(Archive(archived_at=None))
+            case ConversationMetadataChanged():
+                steps.append(SetMetadata(metadata=event.metadata))
             case ConversationPurged():
                 steps.append(PurgeViews())
                 counts = dict.fromkeys(ROLES, 0)
                 next_seq, current_batch = 1, 1
+                agent_batches = {}
     flush()
     return Changes(
         steps=tuple(steps),
-        head=replace(head, next_seq=next_seq, current_batch=current_batch, role_counts=counts),
+        head=replace(
+            head,
+            next_seq=next_seq,
+            current_batch=current_batch,
+            role_counts=counts,
+            agent_batches=agent_batches,
+        ),
     )
 
 

@@ -4,15 +4,15 @@ All of them can be dropped and rebuilt from the events (`store.rebuild`).
 Every value here comes from an event (never from `now()`), so a rebuild
 equals what inline maintenance built, row for row.
 
-- the head (next sequence number, current batch) is two columns of
-  `conversations`, beside the stream version they follow.
+- the head (next sequence number, current batch, each agent's own batch)
+  is columns of `conversations`, beside the stream version they follow.
 - `messages`: one row per message: real columns for what reads filter and
   order on; the body stays in the message's event.
 - `message_role_index`: LIST-partitioned by role, one partition per role
   (`message_role_index_user`, …): the n-th message of a role → its seq.
   "Last 3 user messages", "assistant messages 2..5", "how many tool
   messages" are look-ups on its primary key.
-- `batches`: each visibility window's definition.
+- `batches`: each visibility window's definition, and whose window it is.
 - `batch_members`: which messages each batch shows, in window order. A batch
   operation copies the window once (O(window)); an append adds one row; a
   read of any batch, current or old, is one index range.
@@ -62,6 +62,8 @@ messages = Table(
     Column("kind", Text, nullable=False),
     Column("tool_call_id", Text, nullable=True),
     Column("client_message_id", Text, nullable=True),
+    # Kept in the window by compaction (`message_pinned` events).
+    Column("pinned", Boolean, nullable=False, server_default=text("false")),
     PrimaryKeyConstraint("conversation_id", "seq", name="pk_messages"),
     CheckConstraint(
         "role IN ('system', 'user', 'assistant', 'tool')", name="ck_messages_role_known"
@@ -111,6 +113,9 @@ batches = Table(
     Column("parameters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("event_version", BigInteger, nullable=False),
+    # The agent whose window the batch is; NULL: every agent's (the first
+    # batch, and batches recorded before windows were per agent).
+    Column("agent_id", Text, nullable=True),
     PrimaryKeyConstraint("conversation_id", "batch", name="pk_batches"),
 )
 
@@ -187,6 +192,14 @@ def is_role_partition(table_name: str) -> bool:
     return table_name.startswith("message_role_index_")
 
 
+# Expression indexes over derived text (migration 0006, docs/search.md): not
+# modelled (the substring one exists only where pg_trgm does), not compared.
+SEARCH_INDEXES = frozenset({"ix_events_search_text", "ix_events_search_substring"})
+
+
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """Alembic's `include_name` hook: compare everything but the partitions."""
+    """Alembic's `include_name` hook: compare everything but the partitions
+    and the search indexes."""
+    if type_ == "index" and name in SEARCH_INDEXES:
+        return False
     return not (type_ == "table" and name is not None and is_role_partition(name))

@@ -10,7 +10,11 @@ from store.settings import Settings
 from tests.api.conftest import BASE_URL, MakeKey
 
 ROUTES = {
+    ("get", "/conversations"),
     ("post", "/conversations"),
+    ("patch", "/conversations/{conversation_id}"),
+    ("post", "/conversations/{conversation_id}/unarchive"),
+    ("get", "/conversations/{conversation_id}/messages"),
     ("get", "/conversations/{conversation_id}"),
     ("post", "/conversations/{conversation_id}/archive"),
     ("delete", "/conversations/{conversation_id}"),
@@ -28,6 +32,16 @@ ROUTES = {
     ("get", "/conversations/{conversation_id}/counts"),
     ("get", "/conversations/{conversation_id}/tool-blocks"),
     ("post", "/conversations/{conversation_id}/assemble"),
+    ("get", "/conversations/{conversation_id}/export"),
+    ("get", "/conversations/{conversation_id}/events"),
+    ("get", "/events"),
+    ("get", "/events/stream"),
+    ("get", "/messages/search"),
+    ("post", "/conversations/{conversation_id}/fork"),
+    ("put", "/conversations/{conversation_id}/messages/{seq}/pin"),
+    ("delete", "/conversations/{conversation_id}/messages/{seq}/pin"),
+    ("post", "/compactions"),
+    ("post", "/conversations/{conversation_id}/compact"),
     ("get", "/health"),
     ("get", "/ready"),
     ("get", "/metrics"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -90,14 +92,53 @@ async def test_another_tenants_conversation_is_a_404_like_a_missing_one(
     assert (await client.get(f"/conversations/{cid}")).json()["archived"] is False
 
 
-async def test_creating_with_another_tenants_id_is_refused_and_changes_nothing(
+async def test_ids_are_unique_per_tenant_and_tell_nothing_of_other_tenants(
     client: httpx.AsyncClient, key: str, other_key: str
 ) -> None:
     client.headers.update(auth(key))
-    cid = await new_conversation(client, metadata={"owner": "acme"})
-    response = await client.post("/conversations", json={"id": cid}, headers=auth(other_key))
-    assert response.status_code == 404
-    assert response.json()["error"]["type"] == "ConversationNotFound"
-    conversation = (await client.get(f"/conversations/{cid}")).json()
-    assert (conversation["tenant"], conversation["version"]) == ("acme", 1)
+    created = await client.post(
+        "/conversations", json={"id": "user-123", "metadata": {"owner": "acme"}}
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["id"] == "user-123"
+    await client.post(
+        "/conversations/user-123/messages", json={"messages": [{"role": "user", "content": "mine"}]}
+    )
+
+    # The other tenant's "user-123" is another conversation: created, not refused.
+    twin = await client.post("/conversations", json={"id": "user-123"}, headers=auth(other_key))
+    assert twin.status_code == 201, twin.text
+    theirs = (await client.get("/conversations/user-123", headers=auth(other_key))).json()
+    assert (theirs["id"], theirs["version"], theirs["metadata"]) == ("user-123", 1, {})
+    conversation = (await client.get("/conversations/user-123")).json()
+    assert (conversation["tenant"], conversation["version"]) == ("acme", 2)
     assert conversation["metadata"] == {"owner": "acme"}
+    # Creating it again in one's own tenant conflicts.
+    again = await client.post("/conversations", json={"id": "user-123"})
+    assert again.status_code == 409
+
+
+@pytest.mark.parametrize("bad", ["", "a" * 201, "line\nbreak", " padded"])
+async def test_ids_that_are_not_printable_strings_are_refused_with_422(
+    client: httpx.AsyncClient, key: str, bad: str
+) -> None:
+    client.headers.update(auth(key))
+    response = await client.post("/conversations", json={"id": bad})
+    assert response.status_code == 422, response.text
+
+
+@pytest.mark.parametrize("chosen", ["team/alice", "会话 42", "user-123", "a?b#c%d"])
+async def test_any_printable_id_is_addressable_over_http(
+    client: httpx.AsyncClient, key: str, chosen: str
+) -> None:
+    client.headers.update(auth(key))
+    created = await client.post("/conversations", json={"id": chosen})
+    assert created.status_code == 201, created.text
+    path = "/conversations/" + quote(chosen, safe="")
+    appended = await client.post(
+        f"{path}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert appended.status_code in (200, 201), appended.text
+    assert appended.json()["conversation_id"] == chosen
+    got = (await client.get(path)).json()
+    assert (got["id"], got["version"]) == (chosen, 2)

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.commands import Limits
 from store.context import ContextSlots
+from store.conversation_keys import ConversationRef
 from store.db import make_async_engine
 from store.messages import Message, Role, StoredMessage, ToolCall
 from store.postgres import PostgresStorage
@@ -111,7 +112,7 @@ def repository(make_repository: RepositoryFactory) -> Repository:
 
 
 @pytest.fixture
-async def conversation_id(repository: Repository) -> uuid.UUID:
+async def conversation_id(repository: Repository) -> str:
     return (await repository.create_conversation()).id
 
 
@@ -147,7 +148,7 @@ def roles(messages: list[StoredMessage] | tuple[StoredMessage, ...]) -> list[Rol
 
 
 async def append_texts(
-    repository: Repository, conversation_id: uuid.UUID, *pattern: str
+    repository: Repository, conversation_id: ConversationRef, *pattern: str
 ) -> list[StoredMessage]:
     """Append plain messages by role letter: "U", "A", "S" (text = letter + seq)."""
     role_of: dict[str, Role] = {"U": "user", "A": "assistant", "S": "system"}
@@ -172,7 +173,7 @@ class Snapshot:
     slots: ContextSlots
 
     @classmethod
-    async def take(cls, repository: Repository, conversation_id: uuid.UUID) -> Snapshot:
+    async def take(cls, repository: Repository, conversation_id: ConversationRef) -> Snapshot:
         return cls(
             conversation=await repository.get_conversation(conversation_id),
             window=await repository.visible_window(conversation_id),

@@ -4,7 +4,6 @@ idempotent retries."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from tests.contract.conftest import (
 
 
 async def test_append_numbers_messages_and_keeps_their_shape(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     appended = await repository.append_messages(
         conversation_id,
@@ -65,7 +64,7 @@ async def test_append_numbers_messages_and_keeps_their_shape(
     assert (conversation.version, conversation.next_seq) == (6, 6)
 
 
-async def test_content_parts_round_trip(repository: Repository, conversation_id: uuid.UUID) -> None:
+async def test_content_parts_round_trip(repository: Repository, conversation_id: str) -> None:
     parts = (TextPart(text="look:"), {"type": "image", "url": "https://example.com/a.png"})
     appended = await repository.append_messages(
         conversation_id, [{"role": "user", "content": parts}]
@@ -78,7 +77,7 @@ async def test_content_parts_round_trip(repository: Repository, conversation_id:
 
 
 async def test_role_ordinals_count_each_role_from_one(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "S", "U", "A", "U", "A")
     await append_texts(repository, conversation_id, "U")
@@ -95,7 +94,7 @@ async def test_role_ordinals_count_each_role_from_one(
 
 
 async def test_assistant_with_empty_text_and_tool_calls_is_valid(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     appended = await repository.append_messages(
         conversation_id,
@@ -108,17 +107,13 @@ async def test_assistant_with_empty_text_and_tool_calls_is_valid(
     assert [c.id for c in appended.messages[1].tool_calls] == ["c"]
 
 
-async def test_an_empty_tool_result_is_valid(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_an_empty_tool_result_is_valid(repository: Repository, conversation_id: str) -> None:
     await repository.append_messages(conversation_id, [assistant("", call("c"))])
     appended = await repository.append_messages(conversation_id, [tool("c", "")])
     assert appended.messages[0].content == ""
 
 
-async def test_an_empty_append_is_refused(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_an_empty_append_is_refused(repository: Repository, conversation_id: str) -> None:
     with pytest.raises(InvalidOperation, match="at least one message"):
         await repository.append_messages(conversation_id, [])
 
@@ -128,7 +123,7 @@ async def test_an_empty_append_is_refused(
 
 async def _refused(
     repository: Repository,
-    conversation_id: uuid.UUID,
+    conversation_id: str,
     messages: list[Message | dict[str, Any]],
 ) -> InvalidMessage:
     before = await Snapshot.take(repository, conversation_id)
@@ -138,7 +133,7 @@ async def _refused(
     return caught.value
 
 
-async def test_unknown_role_is_refused(repository: Repository, conversation_id: uuid.UUID) -> None:
+async def test_unknown_role_is_refused(repository: Repository, conversation_id: str) -> None:
     error = await _refused(
         repository,
         conversation_id,
@@ -150,7 +145,7 @@ async def test_unknown_role_is_refused(repository: Repository, conversation_id: 
 
 
 async def test_result_for_a_call_that_does_not_exist_is_refused(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("go")])
     error = await _refused(repository, conversation_id, [tool("ghost")])
@@ -161,7 +156,7 @@ async def test_result_for_a_call_that_does_not_exist_is_refused(
 
 
 async def test_result_for_another_agents_call_is_refused(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(
         conversation_id, [assistant("", call("h1"), agent_id="helper")]
@@ -176,7 +171,7 @@ async def test_result_for_another_agents_call_is_refused(
 
 
 async def test_a_call_answered_twice_is_refused(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [assistant("", call("c1")), tool("c1")])
     across = await _refused(repository, conversation_id, [tool("c1", "again")])
@@ -188,7 +183,7 @@ async def test_a_call_answered_twice_is_refused(
 
 
 async def test_duplicate_tool_call_ids_are_refused(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     two_calls_one_id = {
         "role": "assistant",
@@ -222,7 +217,7 @@ async def test_duplicate_tool_call_ids_are_refused(
     ids=["user-blank", "assistant-no-calls", "system-blank-part"],
 )
 async def test_an_empty_message_without_tool_calls_is_refused(
-    repository: Repository, conversation_id: uuid.UUID, empty: dict[str, Any]
+    repository: Repository, conversation_id: str, empty: dict[str, Any]
 ) -> None:
     error = await _refused(repository, conversation_id, [user("fine"), empty])
     assert error.index == 1
@@ -246,7 +241,7 @@ async def test_a_message_over_the_size_limit_is_refused(
 
 
 async def test_idempotency_key_retry_returns_the_original(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     batch = [user("hi"), assistant("hello")]
     first = await repository.append_messages(
@@ -266,7 +261,7 @@ async def test_idempotency_key_retry_returns_the_original(
 
 
 async def test_idempotency_key_replay_reports_the_current_version(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     first = await repository.append_messages(conversation_id, [user("a")], idempotency_key="k")
     await repository.append_messages(conversation_id, [user("b")])
@@ -279,7 +274,7 @@ async def test_idempotency_key_replay_reports_the_current_version(
 
 
 async def test_idempotency_key_with_other_content_conflicts(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("hi")], idempotency_key="turn-1")
     before = await Snapshot.take(repository, conversation_id)
@@ -292,7 +287,7 @@ async def test_idempotency_key_with_other_content_conflicts(
 
 
 async def test_a_refused_append_does_not_consume_its_key(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     with pytest.raises(InvalidMessage):
         await repository.append_messages(conversation_id, [tool("ghost")], idempotency_key="k")
@@ -302,7 +297,7 @@ async def test_a_refused_append_does_not_consume_its_key(
 
 
 async def test_client_message_id_retry_returns_the_original(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     batch = [user("hi", client_message_id="m1"), assistant("hello", client_message_id="m2")]
     first = await repository.append_messages(conversation_id, batch)
@@ -316,7 +311,7 @@ async def test_client_message_id_retry_returns_the_original(
 
 
 async def test_client_message_id_with_other_content_conflicts(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("hi", client_message_id="m1")])
     before = await Snapshot.take(repository, conversation_id)
@@ -327,7 +322,7 @@ async def test_client_message_id_with_other_content_conflicts(
 
 
 async def test_a_partly_stored_retry_conflicts(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("hi", client_message_id="m1")])
     before = await Snapshot.take(repository, conversation_id)
@@ -345,7 +340,7 @@ async def test_a_partly_stored_retry_conflicts(
 
 
 async def test_a_client_message_id_is_used_once(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("hi", client_message_id="m1")])
     before = await Snapshot.take(repository, conversation_id)
@@ -365,7 +360,7 @@ async def test_a_client_message_id_is_used_once(
 
 
 async def test_a_retry_of_a_message_carrying_its_token_estimate_is_replayed(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     message = user("hi", client_message_id="m1", token_estimate=7)
     first = await repository.append_messages(conversation_id, [message])
@@ -378,7 +373,7 @@ async def test_a_retry_of_a_message_carrying_its_token_estimate_is_replayed(
 
 async def test_messages_can_be_passed_by_keyword(
     repository: Repository,
-    conversation_id: uuid.UUID,
+    conversation_id: str,
     backend: str,
     request: pytest.FixtureRequest,
 ) -> None:

@@ -4,7 +4,6 @@ as it was."""
 
 from __future__ import annotations
 
-import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -27,7 +26,7 @@ from tests.contract.conftest import (
 )
 
 
-async def _window(repository: Repository, conversation_id: uuid.UUID) -> list[int]:
+async def _window(repository: Repository, conversation_id: str) -> list[int]:
     return seqs(await repository.visible_window(conversation_id))
 
 
@@ -35,7 +34,7 @@ async def _window(repository: Repository, conversation_id: uuid.UUID) -> list[in
 
 
 async def test_start_batch_shows_the_window_from_the_boundary_on(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     first_window = await append_texts(repository, conversation_id, "U", "A", "U", "A", "U", "A")
 
@@ -62,7 +61,7 @@ async def test_start_batch_shows_the_window_from_the_boundary_on(
 
 
 async def test_start_batch_with_a_summary_shows_it_first(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A", "U", "A", "U", "A")
 
@@ -81,7 +80,7 @@ async def test_start_batch_with_a_summary_shows_it_first(
 
 
 async def test_start_batch_retains_chosen_earlier_messages(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "S", "U", "A", "U", "A", "U")
 
@@ -96,7 +95,7 @@ async def test_start_batch_retains_chosen_earlier_messages(
 
 
 async def test_start_batch_refuses_to_split_a_tool_block(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(
         conversation_id,
@@ -115,7 +114,7 @@ async def test_start_batch_refuses_to_split_a_tool_block(
 
 
 async def test_start_batch_refuses_to_hide_a_pending_call(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("go"), assistant("", call("c1"))])
     before = await Snapshot.take(repository, conversation_id)
@@ -165,7 +164,7 @@ TRUNCATIONS: list[tuple[dict[str, Any], list[int], dict[str, Any]]] = [
 )
 async def test_truncate(
     repository: Repository,
-    conversation_id: uuid.UUID,
+    conversation_id: str,
     arguments: dict[str, Any],
     shown: list[int],
     recorded: dict[str, Any],
@@ -186,7 +185,7 @@ async def test_truncate(
     ids=["nothing", "negative", "reversed-range", "unknown-role"],
 )
 async def test_truncate_refuses_bad_arguments(
-    repository: Repository, conversation_id: uuid.UUID, arguments: dict[str, Any]
+    repository: Repository, conversation_id: str, arguments: dict[str, Any]
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     before = await Snapshot.take(repository, conversation_id)
@@ -196,7 +195,7 @@ async def test_truncate_refuses_bad_arguments(
 
 
 async def test_truncate_keeps_tool_blocks_whole(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(
         conversation_id, [user("go"), assistant("", call("c1")), tool("c1"), user("more")]
@@ -223,7 +222,7 @@ FILTERS: list[tuple[dict[str, Any], list[int]]] = [
 )
 async def test_filter(
     repository: Repository,
-    conversation_id: uuid.UUID,
+    conversation_id: str,
     arguments: dict[str, Any],
     shown: list[int],
 ) -> None:
@@ -245,9 +244,7 @@ async def test_filter(
     assert (await repository.batches(conversation_id))[-1].operation == "filter"
 
 
-async def test_filter_refuses_bad_arguments(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_filter_refuses_bad_arguments(repository: Repository, conversation_id: str) -> None:
     await append_texts(repository, conversation_id, "U")
     with pytest.raises(InvalidOperation, match="needs roles"):
         await repository.filter(conversation_id)
@@ -257,7 +254,7 @@ async def test_filter_refuses_bad_arguments(
 
 
 async def test_clear_keeps_system_messages_visible(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(
         conversation_id,
@@ -278,7 +275,7 @@ async def test_clear_keeps_system_messages_visible(
     assert await _window(repository, conversation_id) == [1, 4, 5]
 
 
-async def test_clear_everything(repository: Repository, conversation_id: uuid.UUID) -> None:
+async def test_clear_everything(repository: Repository, conversation_id: str) -> None:
     await repository.append_messages(conversation_id, [system("rules"), user("hi")])
 
     result = await repository.clear(conversation_id, keep_system=False)
@@ -289,7 +286,7 @@ async def test_clear_everything(repository: Repository, conversation_id: uuid.UU
 
 
 async def test_clear_refuses_to_hide_a_pending_call(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("go"), assistant("", call("c1"))])
     with pytest.raises(BoundaryError, match="still waiting"):
@@ -307,7 +304,7 @@ async def test_clear_refuses_to_hide_a_pending_call(
     ids=["start", "middle", "end"],
 )
 async def test_insert_places_messages_at_a_position(
-    repository: Repository, conversation_id: uuid.UUID, position: int, shown: list[int]
+    repository: Repository, conversation_id: str, position: int, shown: list[int]
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A", "U", "A")
 
@@ -328,7 +325,7 @@ async def test_insert_places_messages_at_a_position(
 
 
 async def test_insert_next_to_a_hidden_message(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A", "U", "A")
     await repository.filter(conversation_id, content_excludes=["A2"])
@@ -342,7 +339,7 @@ async def test_insert_next_to_a_hidden_message(
 
 
 async def test_insert_refuses_a_position_inside_a_tool_block(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(
         conversation_id, [user("go"), assistant("", call("c1")), tool("c1")]
@@ -355,16 +352,14 @@ async def test_insert_refuses_a_position_inside_a_tool_block(
 
 
 async def test_insert_refuses_a_position_after_a_pending_call(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user("go"), assistant("", call("c1"))])
     with pytest.raises(InvalidOperation):
         await repository.insert(conversation_id, 2, [user("wedged")])
 
 
-async def test_insert_refuses_bad_requests(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_insert_refuses_bad_requests(repository: Repository, conversation_id: str) -> None:
     await repository.append_messages(conversation_id, [user("go"), assistant("", call("c1"))])
     before = await Snapshot.take(repository, conversation_id)
 
@@ -385,7 +380,7 @@ async def test_insert_refuses_bad_requests(
 
 
 async def test_replace_edits_a_message_in_place(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     [original, _] = await append_texts(repository, conversation_id, "U", "A")
 
@@ -403,9 +398,7 @@ async def test_replace_edits_a_message_in_place(
     assert await _window(repository, conversation_id) == [1]
 
 
-async def test_replace_with_content_parts(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_replace_with_content_parts(repository: Repository, conversation_id: str) -> None:
     await append_texts(repository, conversation_id, "U")
     await repository.replace(conversation_id, 1, (TextPart(text="as parts"),))
     [edited] = await repository.visible_window(conversation_id)
@@ -414,7 +407,7 @@ async def test_replace_with_content_parts(
 
 
 async def test_replace_refuses_what_would_change_nothing_or_break_a_rule(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     before = await Snapshot.take(repository, conversation_id)
@@ -429,7 +422,7 @@ async def test_replace_refuses_what_would_change_nothing_or_break_a_rule(
 
 
 async def test_a_refused_replace_names_the_problem(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U")
     with pytest.raises(InvalidMessage, match="empty user message"):
@@ -447,7 +440,7 @@ async def test_replace_refuses_content_over_the_size_limit(
 
 
 async def test_replace_updates_the_token_estimate(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     [original] = await append_texts(repository, conversation_id, "U")
     await repository.replace(conversation_id, 1, "a much longer question " * 20)
@@ -461,7 +454,7 @@ async def test_replace_updates_the_token_estimate(
 
 
 async def test_rollback_to_batch_shows_that_batch_as_it_was(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A", "U", "A")
     await repository.start_batch(conversation_id, 3)  # batch 2: [3, 4]
@@ -485,7 +478,7 @@ async def test_rollback_to_batch_shows_that_batch_as_it_was(
 
 
 async def test_rollback_to_a_batch_that_does_not_exist_is_refused(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U")
     for batch in (0, 2, 9):
@@ -495,7 +488,7 @@ async def test_rollback_to_a_batch_that_does_not_exist_is_refused(
 
 
 async def test_rollback_refuses_to_hide_a_pending_call(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     await repository.start_batch(conversation_id, 2)  # batch 2: [2]
@@ -505,7 +498,7 @@ async def test_rollback_refuses_to_hide_a_pending_call(
 
 
 async def test_older_batches_read_as_they_were(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "S", "U", "A", "U", "A")
     operations: list[Any] = [
@@ -532,7 +525,7 @@ async def test_older_batches_read_as_they_were(
 
 
 async def test_batch_messages_are_those_appended_in_the_batch(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     await repository.start_batch(conversation_id, 2, summary=assistant("summary"))  # 3
@@ -546,7 +539,7 @@ async def test_batch_messages_are_those_appended_in_the_batch(
 
 
 async def test_batches_lists_every_window_in_order(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A", "U", "A")
     await repository.start_batch(conversation_id, 2)

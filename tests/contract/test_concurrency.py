@@ -5,7 +5,6 @@ each other write once. For the fake this is its concurrency-safety test."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
@@ -19,7 +18,7 @@ WRITERS = 16
 
 
 async def test_writers_with_expected_versions_lose_nothing(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     conflicts: list[ConcurrencyConflict] = []
 
@@ -46,7 +45,7 @@ async def test_writers_with_expected_versions_lose_nothing(
 
 
 async def test_racing_retries_with_one_idempotency_key_write_once(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     request = [user("hi"), user("again")]
 
@@ -64,7 +63,7 @@ async def test_racing_retries_with_one_idempotency_key_write_once(
 
 
 async def test_concurrent_batch_operations_and_appends_stay_consistent(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(conversation_id, [user(f"m{i}") for i in range(4)])
 

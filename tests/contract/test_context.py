@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from store.context import AgentProfile, ContextSlots, TodoItem
@@ -19,7 +17,7 @@ TODO = (
 
 
 async def test_context_slots_hold_the_latest_value_of_each(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     assert await repository.context_slots(conversation_id) == ContextSlots()
 
@@ -40,7 +38,7 @@ async def test_context_slots_hold_the_latest_value_of_each(
     assert (await repository.get_conversation(conversation_id)).version == 7
 
 
-async def test_none_clears_a_slot(repository: Repository, conversation_id: uuid.UUID) -> None:
+async def test_none_clears_a_slot(repository: Repository, conversation_id: str) -> None:
     await repository.update_slot(conversation_id, "todo", TODO)
     await repository.update_slot(conversation_id, "useful_info", "x")
     await repository.update_slot(conversation_id, "scratch", "y")
@@ -53,9 +51,7 @@ async def test_none_clears_a_slot(repository: Repository, conversation_id: uuid.
     assert await repository.context_slots(conversation_id) == ContextSlots()
 
 
-async def test_slots_belong_to_one_agent(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_slots_belong_to_one_agent(repository: Repository, conversation_id: str) -> None:
     await repository.update_slot(conversation_id, "useful_info", "main's", agent_id="main")
     await repository.update_slot(conversation_id, "folder_notes", "helper's", agent_id="helper")
 
@@ -65,9 +61,7 @@ async def test_slots_belong_to_one_agent(
     assert (helper.useful_info, helper.folder_notes) == (None, "helper's")
 
 
-async def test_bad_slot_updates_are_refused(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_bad_slot_updates_are_refused(repository: Repository, conversation_id: str) -> None:
     before = await Snapshot.take(repository, conversation_id)
     with pytest.raises(InvalidOperation, match="slot names are"):
         await repository.update_slot(conversation_id, "bad name!", "x")
@@ -81,7 +75,7 @@ async def test_bad_slot_updates_are_refused(
 
 
 async def test_agent_profiles_default_and_configured(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     assert await repository.agent_profile(conversation_id) == AgentProfile(
         agent_id="main", is_sub_agent=False
@@ -107,7 +101,7 @@ async def test_agent_profiles_default_and_configured(
 
 
 async def test_role_definition_slot_updates_the_profile(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.update_slot(conversation_id, "role_definition", "Lead engineer")
     await repository.update_slot(
@@ -134,7 +128,7 @@ async def test_role_definition_slot_updates_the_profile(
 
 
 async def test_assemble_builds_from_the_window_profile_and_slots(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     assembler = pytest.importorskip(
         "store.assembler", reason="store.assembler is not importable yet"
@@ -175,7 +169,7 @@ async def test_assemble_builds_from_the_window_profile_and_slots(
 
 
 async def test_assemble_for_a_sub_agent_needs_a_role_definition(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     pytest.importorskip("store.assembler", reason="store.assembler is not importable yet")
     await repository.append_messages(conversation_id, [user("search", agent_id="helper")])

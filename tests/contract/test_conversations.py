@@ -8,10 +8,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from store.conversation_keys import stream_id
 from store.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
+    ConversationIsArchived,
     ConversationNotFound,
+    InvalidOperation,
 )
 from store.events import ConversationPurged
 from store.postgres import PostgresStorage
@@ -20,7 +23,7 @@ from store.records import StreamState
 from store.repository import Repository
 from tests.contract.conftest import RepositoryFactory, Snapshot, append_texts, seqs, user
 
-Read = Callable[[Repository, uuid.UUID], Awaitable[object]]
+Read = Callable[[Repository, str], Awaitable[object]]
 
 READS: dict[str, Read] = {
     "get_conversation": lambda r, c: r.get_conversation(c),
@@ -63,8 +66,49 @@ async def test_create_then_get(repository: Repository) -> None:
 async def test_create_with_a_chosen_id(repository: Repository) -> None:
     chosen = uuid.uuid4()
     created = await repository.create_conversation(chosen)
-    assert created.id == chosen
+    assert created.id == str(chosen)
     assert created.metadata == {}
+    # A UUID and its text name the same conversation.
+    assert (await repository.get_conversation(str(chosen))).id == str(chosen)
+
+
+@pytest.mark.parametrize("chosen", ["user-123", "会话 42", "a" * 200, "x", "thread:7/β"])
+async def test_any_printable_string_is_an_id(repository: Repository, chosen: str) -> None:
+    created = await repository.create_conversation(chosen, metadata={"k": 1})
+    await repository.append_messages(chosen, [user("hi")])
+
+    assert created.id == chosen
+    assert (await repository.get_conversation(chosen)).version == 2
+    assert [m.text for m in await repository.visible_window(chosen)] == ["hi"]
+
+
+@pytest.mark.parametrize(
+    ("chosen", "problem"),
+    [
+        ("", "cannot be empty"),
+        ("a" * 201, "at most 200 characters"),
+        ("bad\nid", "printable"),
+        ("tab\there", "printable"),
+        (" padded", "whitespace"),
+    ],
+)
+async def test_ids_that_are_not_printable_strings_are_refused(
+    repository: Repository, chosen: str, problem: str
+) -> None:
+    with pytest.raises(InvalidOperation, match=problem):
+        await repository.create_conversation(chosen)
+    with pytest.raises(InvalidOperation, match=problem):
+        await repository.append_messages(chosen, [user("hi")])
+
+
+async def test_errors_name_the_id_the_caller_used(repository: Repository) -> None:
+    with pytest.raises(ConversationNotFound, match="conversation user-404 does not exist") as e:
+        await repository.visible_window("user-404")
+    assert e.value.conversation_id == "user-404"
+    await repository.create_conversation("user-1")
+    with pytest.raises(ConcurrencyConflict, match="conversation user-1:") as conflict:
+        await repository.append_messages("user-1", [user("hi")], expected_version=7)
+    assert conflict.value.conversation_id == "user-1"
 
 
 async def test_creating_an_existing_conversation_conflicts(repository: Repository) -> None:
@@ -79,13 +123,13 @@ async def test_creating_an_existing_conversation_conflicts(repository: Repositor
 
 @pytest.mark.parametrize("operation", [*READS, *WRITES])
 async def test_unknown_conversation_is_not_found(repository: Repository, operation: str) -> None:
-    missing = uuid.uuid4()
+    missing = str(uuid.uuid4())
     with pytest.raises(ConversationNotFound):
         await {**READS, **WRITES}[operation](repository, missing)
 
 
 async def test_each_event_bumps_the_version_by_one(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     appended = await repository.append_messages(conversation_id, [user("a"), user("b")])
     assert appended.version == 3
@@ -98,7 +142,7 @@ async def test_each_event_bumps_the_version_by_one(
 
 
 async def test_stale_expected_version_conflicts_and_writes_nothing(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     first = await repository.append_messages(conversation_id, [user("a")], expected_version=1)
     assert first.version == 2
@@ -121,9 +165,7 @@ async def test_stale_expected_version_conflicts_and_writes_nothing(
     assert second.version == 3
 
 
-async def test_archive_flags_the_conversation(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_archive_flags_the_conversation(repository: Repository, conversation_id: str) -> None:
     await append_texts(repository, conversation_id, "U", "A")
 
     archived = await repository.archive(conversation_id)
@@ -131,15 +173,18 @@ async def test_archive_flags_the_conversation(
     assert archived.archived
     assert archived.version == 4
     assert seqs(await repository.visible_window(conversation_id)) == [1, 2]
-    # Archiving is a flag for listings, not a write lock (PostgreSQL today).
+    # Archived means read-only until unarchived.
+    with pytest.raises(ConversationIsArchived, match="read-only"):
+        await repository.append_messages(conversation_id, [user("later")])
+    assert (await repository.get_conversation(conversation_id)).archived
+    await repository.unarchive(conversation_id)
     appended = await repository.append_messages(conversation_id, [user("later")])
     assert seqs(appended.messages) == [3]
-    assert (await repository.get_conversation(conversation_id)).archived
 
 
 @pytest.mark.parametrize("operation", list(READS))
 async def test_reads_of_a_deleted_conversation_say_it_was_deleted(
-    repository: Repository, conversation_id: uuid.UUID, operation: str
+    repository: Repository, conversation_id: str, operation: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     await repository.delete(conversation_id)
@@ -150,7 +195,7 @@ async def test_reads_of_a_deleted_conversation_say_it_was_deleted(
 
 @pytest.mark.parametrize("operation", list(WRITES))
 async def test_writes_to_a_deleted_conversation_are_refused(
-    repository: Repository, conversation_id: uuid.UUID, operation: str
+    repository: Repository, conversation_id: str, operation: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     await repository.delete(conversation_id)
@@ -159,16 +204,14 @@ async def test_writes_to_a_deleted_conversation_are_refused(
         await WRITES[operation](repository, conversation_id)
 
 
-async def test_a_deleted_id_cannot_be_reused(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_a_deleted_id_cannot_be_reused(repository: Repository, conversation_id: str) -> None:
     await repository.delete(conversation_id)
     with pytest.raises(ConversationDeleted):
         await repository.create_conversation(conversation_id)
 
 
 async def test_delete_purges_postgres_rows(
-    repository: Repository, conversation_id: uuid.UUID, backend: str, request: pytest.FixtureRequest
+    repository: Repository, conversation_id: str, backend: str, request: pytest.FixtureRequest
 ) -> None:
     if backend != "postgres":
         pytest.skip("row purge is a PostgreSQL storage property")
@@ -182,12 +225,12 @@ async def test_delete_purges_postgres_rows(
         for table in PROJECTION_TABLES:
             cursor = await conn.execute(
                 f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s",
-                (conversation_id,),
+                (stream_id(repository.tenant, conversation_id),),
             )
             assert await cursor.fetchone() == (0,), table.name
         cursor = await conn.execute(
             "SELECT version, type, data FROM events WHERE conversation_id = %s",
-            (conversation_id,),
+            (stream_id(repository.tenant, conversation_id),),
         )
         remaining = await cursor.fetchall()
     # Only the content-free tombstone event remains, for feed readers.
@@ -205,8 +248,11 @@ async def test_other_tenants_cannot_see_or_touch_a_conversation(
     for operation in [*READS, *WRITES]:
         with pytest.raises(ConversationNotFound):
             await {**READS, **WRITES}[operation](theirs, conversation.id)
-    with pytest.raises(ConversationNotFound):
-        await theirs.create_conversation(conversation.id)
+    # Ids are unique per tenant: the other tenant may have one of the same
+    # name, which is another conversation (and learns nothing of ours).
+    twin = await theirs.create_conversation(conversation.id)
+    assert (twin.id, twin.tenant, twin.version) == (conversation.id, "other", 1)
+    assert await theirs.visible_window(conversation.id) == []
 
     after = await ours.get_conversation(conversation.id)
     assert after.version == 2

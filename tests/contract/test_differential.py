@@ -34,7 +34,7 @@ class Script:
     """Random operations, steered by what the fake shows now so that most
     of them are valid and the rest fail in interesting ways."""
 
-    def __init__(self, rng: random.Random, conversation_id: uuid.UUID) -> None:
+    def __init__(self, rng: random.Random, conversation_id: str) -> None:
         self.rng = rng
         self.cid = conversation_id
         self.calls = 0
@@ -124,11 +124,15 @@ def _comparable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         data = value.model_dump()
         return {
-            k: _comparable(v) for k, v in data.items() if k not in {"recorded_at", "started_at"}
+            k: _comparable(v)
+            for k, v in data.items()
+            if k not in {"recorded_at", "started_at", "updated_at"}
         }
     if isinstance(value, dict):
         return {
-            k: _comparable(v) for k, v in value.items() if k not in {"recorded_at", "started_at"}
+            k: _comparable(v)
+            for k, v in value.items()
+            if k not in {"recorded_at", "started_at", "updated_at"}
         }
     if isinstance(value, list | tuple):
         return [_comparable(v) for v in value]
@@ -143,7 +147,7 @@ async def _outcome(operation: Operation, repository: Repository) -> Any:
 
 
 async def _observe(
-    repository: Repository, cid: uuid.UUID, *, every_batch: bool = False
+    repository: Repository, cid: str, *, every_batch: bool = False
 ) -> dict[str, Any]:
     conversation = await repository.get_conversation(cid)
     seen: dict[str, Any] = {
@@ -181,7 +185,7 @@ async def test_fake_and_postgres_agree_step_by_step(
 ) -> None:
     fake = InMemoryRepository()
     postgres = Repository(contract_storage)
-    cid = uuid.uuid4()
+    cid = str(uuid.uuid4())
     await fake.create_conversation(cid)
     await postgres.create_conversation(cid)
     script = Script(random.Random(seed), cid)

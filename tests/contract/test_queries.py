@@ -3,8 +3,6 @@ and the scoping of sub-agents' messages and tool threads."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from store.errors import InvalidOperation
@@ -12,14 +10,14 @@ from store.repository import Repository, ToolBlock
 from tests.contract.conftest import append_texts, assistant, call, seqs, tool, user
 
 
-async def _hide_the_first_four(repository: Repository, conversation_id: uuid.UUID) -> None:
+async def _hide_the_first_four(repository: Repository, conversation_id: str) -> None:
     """U1 A2 U3 A4 U5 A6, of which only U5 A6 stay visible."""
     await append_texts(repository, conversation_id, "U", "A", "U", "A", "U", "A")
     await repository.truncate(conversation_id, keep_last=2)
 
 
 async def test_recent_by_role_over_the_visible_window(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A", "U", "A", "U", "A")
     assert seqs(await repository.recent_by_role(conversation_id, "user", 2)) == [3, 5]
@@ -37,7 +35,7 @@ async def test_recent_by_role_over_the_visible_window(
 
 
 async def test_recent_by_role_over_the_history(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await _hide_the_first_four(repository, conversation_id)
 
@@ -50,14 +48,14 @@ async def test_recent_by_role_over_the_history(
 
 
 async def test_recent_by_role_needs_a_non_negative_count(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     with pytest.raises(InvalidOperation, match="n >= 0"):
         await repository.recent_by_role(conversation_id, "user", -1)
 
 
 async def test_role_range_is_one_based_and_inclusive(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await _hide_the_first_four(repository, conversation_id)
 
@@ -73,15 +71,13 @@ async def test_role_range_is_one_based_and_inclusive(
 
 @pytest.mark.parametrize(("first", "last"), [(0, 2), (3, 2), (-1, 1)])
 async def test_role_range_refuses_a_bad_range(
-    repository: Repository, conversation_id: uuid.UUID, first: int, last: int
+    repository: Repository, conversation_id: str, first: int, last: int
 ) -> None:
     with pytest.raises(InvalidOperation, match="1 <= first <= last"):
         await repository.role_range(conversation_id, "user", first, last)
 
 
-async def test_count_by_role_in_both_scopes(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_count_by_role_in_both_scopes(repository: Repository, conversation_id: str) -> None:
     assert await repository.count_by_role(conversation_id) == {
         "system": 0,
         "user": 0,
@@ -108,9 +104,7 @@ async def test_count_by_role_in_both_scopes(
     }
 
 
-async def test_tool_blocks_and_pending_only(
-    repository: Repository, conversation_id: uuid.UUID
-) -> None:
+async def test_tool_blocks_and_pending_only(repository: Repository, conversation_id: str) -> None:
     await repository.append_messages(
         conversation_id,
         [
@@ -153,7 +147,7 @@ async def test_tool_blocks_and_pending_only(
 
 
 async def test_sub_agent_messages_and_tool_threads_are_scoped(
-    repository: Repository, conversation_id: uuid.UUID
+    repository: Repository, conversation_id: str
 ) -> None:
     await repository.append_messages(
         conversation_id,

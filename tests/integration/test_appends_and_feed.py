@@ -11,10 +11,9 @@ replayed write puts nothing there at all.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
+from store.conversation_keys import stream_id
 from store.errors import (
     ConcurrencyConflict,
     ConversationNotFound,
@@ -39,7 +38,7 @@ async def only_new_events_are(
     """
     sentinel = await repository.create_conversation()
     feed = await read_feed_until(storage, after, 1)
-    while feed[-1].conversation_id != sentinel.id:
+    while feed[-1].conversation_id != stream_id(repository.tenant, sentinel.id):
         feed = await read_feed_until(storage, after, len(feed) + 1)
     assert [(e.type, e.version) for e in feed[-1:]] == [("conversation_started", 1)]
     return feed[:-1]
@@ -54,10 +53,12 @@ async def test_feed_returns_appended_events_in_order(
     storage: PostgresStorage, repository: Repository
 ) -> None:
     start = await storage.feed_head()
-    a = (await repository.create_conversation()).id
-    b = (await repository.create_conversation()).id
-    first = await repository.append_messages(a, [user("one"), user("two")])
-    second = await repository.append_messages(b, [user("three")])
+    a_key = (await repository.create_conversation()).id
+    b_key = (await repository.create_conversation()).id
+    first = await repository.append_messages(a_key, [user("one"), user("two")])
+    second = await repository.append_messages(b_key, [user("three")])
+    # The storage's feed names streams (the derived ids), not the callers' ids.
+    a, b = (stream_id(repository.tenant, k) for k in (a_key, b_key))
 
     feed = await read_feed_until(storage, start, 5)
 
@@ -137,12 +138,11 @@ async def test_refused_writes_add_nothing_to_the_feed(
         await repository.append_messages(
             cid, [user("fine"), Message(role="tool", tool_call_id="ghost", content="x")]
         )
-    # Another tenant cannot append to it, nor create it as its own.
+    # Another tenant cannot append to it; its own conversation of that id
+    # is another stream (ids are unique per tenant).
     other = repository.for_tenant("other")
     with pytest.raises(ConversationNotFound):
         await other.append_messages(cid, [user("intruder")])
-    with pytest.raises(ConversationNotFound):
-        await other.create_conversation(cid)
     with pytest.raises(ConversationNotFound):
         await other.get_conversation(cid)
 
@@ -176,7 +176,8 @@ async def test_replayed_retries_add_nothing_to_the_feed(
     assert retry_by_key.version == retry_by_ids.version == 5
     assert await only_new_events_are(storage, repository, mark) == []
     feed = await storage.read_feed(FeedPosition.start(), 100)
-    assert texts([e for e in feed if e.conversation_id == cid]) == [None, "a", "b", "c", "d"]
+    stream = stream_id(repository.tenant, cid)
+    assert texts([e for e in feed if e.conversation_id == stream]) == [None, "a", "b", "c", "d"]
 
 
 async def test_other_tenants_conversations_are_in_the_feed_but_not_readable(
@@ -191,7 +192,8 @@ async def test_other_tenants_conversations_are_in_the_feed_but_not_readable(
 
     feed = await read_feed_until(storage, FeedPosition.start(), 2)
 
-    assert [(e.conversation_id, e.version) for e in feed] == [(theirs, 1), (theirs, 2)]
+    stream = stream_id("acme", theirs)
+    assert [(e.conversation_id, e.version) for e in feed] == [(stream, 1), (stream, 2)]
     assert feed[0].data["tenant"] == "acme"
     with pytest.raises(ConversationNotFound):
         await globex.visible_window(theirs)
@@ -203,12 +205,13 @@ async def test_other_tenants_conversations_are_in_the_feed_but_not_readable(
 async def test_feed_sees_conversations_created_by_chosen_id(
     storage: PostgresStorage, repository: Repository
 ) -> None:
-    chosen = uuid.uuid4()
+    chosen = "user-123"
     await repository.create_conversation(chosen, metadata={"k": "v"})
     [started] = await read_feed_until(storage, FeedPosition.start(), 1)
     assert (started.conversation_id, started.version, started.type) == (
-        chosen,
+        stream_id(repository.tenant, chosen),
         1,
         "conversation_started",
     )
-    assert started.data == {"tenant": "default", "metadata": {"k": "v"}}
+    # The log records the id its creator chose.
+    assert started.data == {"tenant": "default", "key": "user-123", "metadata": {"k": "v"}}

@@ -36,7 +36,7 @@ Statement = tuple[str, dict[str, Any]]
 
 
 def _conversation(cid: uuid.UUID) -> Statement:
-    return "INSERT INTO conversations (id) VALUES (:id)", {"id": cid}
+    return "INSERT INTO conversations (id, key) VALUES (:id, :id)", {"id": cid}
 
 
 def _event(cid: uuid.UUID, version: int) -> Statement:

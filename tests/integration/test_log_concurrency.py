@@ -25,11 +25,12 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from store.conversation_keys import stream_id
 from store.errors import ConcurrencyConflict
 from store.postgres import PostgresStorage
 from store.postgres.storage import _WriteSession
 from store.records import FeedPosition, RecordedEvent
-from store.repository import Appended, Repository
+from store.repository import DEFAULT_TENANT, Appended, Repository
 from store.storage import Lookups
 from tests.integration.conftest import read_feed_until, settled_head, texts, user
 
@@ -54,7 +55,7 @@ class HoldingStorage(PostgresStorage):
         conversation_id: uuid.UUID,
         tenant: str,
         *,
-        create: bool = False,
+        create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
     ) -> AsyncIterator[_WriteSession]:
         async with super().writing(
@@ -98,7 +99,7 @@ async def test_sixteen_writers_on_one_conversation_lose_and_duplicate_nothing(
     total = writers * per_writer
     stream = await read_feed_until(storage, FeedPosition.start(), 1 + total)
     assert [e.version for e in stream] == list(range(1, total + 2))
-    assert {e.conversation_id for e in stream} == {cid}
+    assert {e.conversation_id for e in stream} == {stream_id(repository.tenant, cid)}
     numbers = [tuple(map(int, t.split(":"))) for t in texts(stream)[1:] if t is not None]
     written = Counter(numbers)
     assert set(written.values()) == {1}, "an event was duplicated"
@@ -159,7 +160,7 @@ async def test_tailing_reader_sees_every_event_exactly_once_in_a_stable_order(
         for i in range(per_writer):
             hold_for = rng.uniform(0.01, 0.08) if w % 2 and i % 3 == 0 else 0.0
             await repository.append_messages(cid, [user(f"{w * 1000 + i}")])
-        return cid
+        return stream_id(repository.tenant, cid)  # the feed names streams
 
     seen: list[RecordedEvent] = []
 
@@ -228,7 +229,7 @@ async def test_an_event_that_commits_late_is_not_skipped(
                 "SELECT conversation_id FROM events WHERE position > %s ORDER BY position",
                 (mark.position,),
             )
-            assert [r[0] for r in await cursor.fetchall()] == [late]
+            assert [r[0] for r in await cursor.fetchall()] == [stream_id(DEFAULT_TENANT, late)]
         # While the first is open, the feed must not move past it.
         assert await storage.read_feed(mark, 100) == []
         assert await storage.feed_head() == mark
@@ -238,7 +239,10 @@ async def test_an_event_that_commits_late_is_not_skipped(
 
     feed = await read_feed_until(storage, mark, 2)
     assert texts(feed) == ["1", "2"]
-    assert [e.conversation_id for e in feed] == [early, late]
+    assert [e.conversation_id for e in feed] == [
+        stream_id(DEFAULT_TENANT, early),
+        stream_id(DEFAULT_TENANT, late),
+    ]
     assert feed[0].position < feed[1].position  # drawn first…
     assert feed[0].transaction_id < feed[1].transaction_id  # …and ordered first
 

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from store.cli import app
+from store.conversation_keys import stream_id
 from store.demo import run_demo
 from store.errors import ConversationDeleted
 from store.messages import Message, ToolCall
@@ -23,7 +24,7 @@ from store.settings import Settings
 from tests.integration.conftest import read_feed_until
 
 
-async def _session(repo: Repository) -> uuid.UUID:
+async def _session(repo: Repository) -> str:
     cid = (await repo.create_conversation()).id
     await repo.append_messages(
         cid,
@@ -49,13 +50,14 @@ async def test_each_role_has_its_own_index_table(
     storage: PostgresStorage, repository: Repository
 ) -> None:
     cid = await _session(repository)
+    sid = stream_id(repository.tenant, cid)
     counts = {
         role: (
             await _rows(
                 storage,
                 f"SELECT array_agg(ordinal ORDER BY ordinal) FROM message_role_index_{role}"
                 " WHERE conversation_id = %s",
-                (cid,),
+                (sid,),
             )
         )[0][0]
         for role in ("system", "user", "assistant", "tool")
@@ -71,18 +73,19 @@ async def test_a_role_query_reads_only_its_partition(
     storage: PostgresStorage, repository: Repository
 ) -> None:
     cid = await _session(repository)
+    sid = stream_id(repository.tenant, cid)
     plan = _plan(
         await _rows(
             storage,
             "EXPLAIN SELECT seq FROM message_role_index WHERE conversation_id = %s"
             " AND role = 'user' ORDER BY ordinal DESC LIMIT 3",
-            (cid,),
+            (sid,),
         )
     )
     assert "message_role_index_user" in plan
     assert "message_role_index_assistant" not in plan
     # The storage's own role reads, with the role as a parameter, too.
-    params = {"cid": cid, "role": "user", "agent": None, "n": 3, "first": 1, "last": 2}
+    params = {"cid": sid, "role": "user", "agent": None, "n": 3, "first": 1, "last": 2}
     for statement in (sql.RECENT_IN_HISTORY, sql.ROLE_RANGE):
         plan = _plan(await _rows(storage, f"EXPLAIN {statement}", params))
         assert "message_role_index_user" in plan
@@ -95,6 +98,7 @@ async def test_delete_purges_everything_but_a_tombstone(
 ) -> None:
     start = await storage.feed_head()
     cid = await _session(repository)
+    sid = stream_id(repository.tenant, cid)
     await repository.update_slot(cid, "useful_info", "x")
     await repository.delete(cid)
 
@@ -102,17 +106,17 @@ async def test_delete_purges_everything_but_a_tombstone(
         [(left,)] = await _rows(
             storage,
             f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s",
-            (cid,),
+            (sid,),
         )
         assert left == 0, f"{table.name} kept rows of a deleted conversation"
     remaining = await _rows(
-        storage, "SELECT version, type, data FROM events WHERE conversation_id = %s", (cid,)
+        storage, "SELECT version, type, data FROM events WHERE conversation_id = %s", (sid,)
     )
     [(deleted_at, metadata)] = await _rows(
-        storage, "SELECT deleted_at, metadata FROM conversations WHERE id = %s", (cid,)
+        storage, "SELECT deleted_at, metadata FROM conversations WHERE id = %s", (sid,)
     )
     [(requests,)] = await _rows(
-        storage, "SELECT count(*) FROM append_requests WHERE conversation_id = %s", (cid,)
+        storage, "SELECT count(*) FROM append_requests WHERE conversation_id = %s", (sid,)
     )
     assert remaining == [(9, "conversation_deleted", {})]  # 1 start, 6 messages, 1 slot
     assert deleted_at is not None
@@ -120,7 +124,7 @@ async def test_delete_purges_everything_but_a_tombstone(
     assert requests == 0
     # Feed readers learn of the deletion, and of nothing else that was purged.
     feed = await read_feed_until(storage, start, 1)
-    assert [(e.type, e.version) for e in feed if e.conversation_id == cid] == [
+    assert [(e.type, e.version) for e in feed if e.conversation_id == sid] == [
         ("conversation_deleted", 9)
     ]
     with pytest.raises(ConversationDeleted):
@@ -141,7 +145,7 @@ async def test_rebuild_of_all_conversations_restores_dropped_views(
     await repository.archive(second)
     await repository.delete(gone)
 
-    async def state(cid: uuid.UUID) -> tuple[Any, ...]:
+    async def state(cid: str) -> tuple[Any, ...]:
         return (
             await repository.get_conversation(cid),
             await repository.visible_window(cid),
@@ -181,7 +185,7 @@ def test_rebuild_command(database_url: str) -> None:
 
 
 def test_rebuild_command_rebuilds_one_conversation(database_url: str) -> None:
-    async def store_session() -> uuid.UUID:
+    async def store_session() -> str:
         storage = await PostgresStorage.connect(database_url)
         try:
             return await _session(Repository(storage))
@@ -196,9 +200,11 @@ def test_rebuild_command_rebuilds_one_conversation(database_url: str) -> None:
 
 
 def test_rebuild_command_names_a_bad_id(database_url: str) -> None:
-    result = CliRunner().invoke(app, ["rebuild", "-c", "nope"], env={"DATABASE_URL": database_url})
+    result = CliRunner().invoke(app, ["rebuild", "-c", " nope"], env={"DATABASE_URL": database_url})
     assert result.exit_code == 2
-    assert "not a conversation id: nope" in result.output
+    assert "not a conversation id: a conversation id cannot start or end with whitespace" in (
+        " ".join(result.output.split())
+    )
 
 
 async def test_demo_session_runs_end_to_end(
@@ -207,12 +213,16 @@ async def test_demo_session_runs_end_to_end(
     await run_demo(database_url, Settings.from_env(), where="test database")
     shown = capsys.readouterr().out
     assert "last 3 user messages" in shown
-    assert "Summary so far" in shown
+    assert "compaction, dry run" in shown
+    assert "compacted" in shown
+    assert "summary" in shown  # the compaction's summary message, in the window
+    assert "search: text 'tokenizer'" in shown
+    assert "(JSON Lines, typed)" in shown
     assert "[x] Find" in shown  # rich markup must not eat "[x]"
 
 
 def test_assemble_command_builds_a_stored_conversations_payload(database_url: str) -> None:
-    async def store_session() -> uuid.UUID:
+    async def store_session() -> str:
         storage = await PostgresStorage.connect(database_url)
         try:
             return await _session(Repository(storage))

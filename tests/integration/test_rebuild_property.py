@@ -2,8 +2,9 @@
 
 Hypothesis drives random histories through the PostgreSQL repository —
 appends (with parallel tool calls, results, reminders, sub-agent messages),
-edits, slot updates, agent configuration and every batch operation, some
-of them invalid on purpose (a refused operation must write nothing) — then
+edits, pins, slot updates, agent configuration and every batch operation,
+each on the window of one of several agents, some of them invalid on
+purpose (a refused operation must write nothing) — then
 snapshots every projection table of the conversation and the projected
 columns of its `conversations` row (the views' head, archiving, metadata),
 rebuilds it from its events, and compares.
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
 from store.context import AgentProfile, TodoItem
+from store.conversation_keys import stream_id
 from store.errors import ConvoStoreError
 from store.messages import Message, ToolCall
 from store.postgres import PostgresStorage
@@ -28,7 +30,7 @@ from store.rebuild import rebuild
 from store.repository import Repository
 from store.settings import Settings
 
-AGENTS = ("main", "main", "main", "helper")
+AGENTS = ("main", "main", "main", "helper", "helper", "critic")
 WORDS = st.sampled_from(["alpha", "beta", "todo", "error", "fix the parser", "ok", "日本"])
 
 
@@ -37,7 +39,7 @@ class Driver:
     """Keeps what the generated operations need to stay mostly valid."""
 
     repo: Repository
-    conversation: uuid.UUID
+    conversation: str
     pending: dict[str, list[str]] = field(default_factory=dict)  # agent → open call ids
     calls: int = 0
     refused: int = 0
@@ -102,20 +104,34 @@ class Driver:
             )
             await repo.configure_agent(cid, profile)
         elif kind == "truncate":
-            await repo.truncate(cid, keep_last=number % 12, adjust=number % 2 == 0)
+            await repo.truncate(cid, keep_last=number % 12, adjust=number % 2 == 0, agent_id=agent)
         elif kind == "filter":
-            await repo.filter(cid, content_excludes=[words[0]] if words else ["zzz"], adjust=True)
+            await repo.filter(
+                cid,
+                content_excludes=[words[0]] if words else ["zzz"],
+                adjust=True,
+                agent_id=agent,
+            )
         elif kind == "clear":
-            await repo.clear(cid, keep_system=number % 2 == 0, adjust=True)
+            await repo.clear(cid, keep_system=number % 2 == 0, adjust=True, agent_id=agent)
         elif kind == "start_batch":
             summary = Message(role="user", content=f"summary: {text}") if number % 2 else None
-            await repo.start_batch(cid, 1 + number % 30, summary=summary, adjust=number % 3 != 0)
+            await repo.start_batch(
+                cid, 1 + number % 30, summary=summary, adjust=number % 3 != 0, agent_id=agent
+            )
         elif kind == "insert":
-            await repo.insert(cid, number % 6, [Message(role="user", content=text, agent_id=agent)])
+            await repo.insert(cid, number % 6, [Message(role="user", content=text)], agent_id=agent)
         elif kind == "rollback":
-            await repo.rollback_to_batch(cid, 1 + number % 5)
+            await repo.rollback_to_batch(cid, 1 + number % 7, agent_id=agent)
+        elif kind == "pin":
+            await repo.pin_message(cid, 1 + number % 30, pinned=number % 3 != 0)
         elif kind == "archive":
             await repo.archive(cid)
+        elif kind == "unarchive":
+            await repo.unarchive(cid)
+        elif kind == "metadata":
+            patch: dict[str, Any] = {w: (number if i else None) for i, w in enumerate(words)}
+            await repo.update_metadata(cid, patch, replace=number % 7 == 0)
 
 
 operations = st.lists(
@@ -141,7 +157,11 @@ operations = st.lists(
                 "start_batch",
                 "insert",
                 "rollback",
+                "pin",
                 "archive",
+                "unarchive",
+                "unarchive",
+                "metadata",
             ]
         ),
         st.sampled_from(AGENTS),
@@ -156,9 +176,16 @@ operations = st.lists(
 # What the projector writes into the stream's own row: its other columns
 # (version, tenant, created_at, updated_at, deleted_at) are the log's, not
 # a view's.
-PROJECTED_CONVERSATION_COLUMNS = ("next_seq", "current_batch", "archived_at", "metadata")
+PROJECTED_CONVERSATION_COLUMNS = (
+    "next_seq",
+    "current_batch",
+    "agent_batches",
+    "archived_at",
+    "metadata",
+)
 SPOIL_CONVERSATION = (
     "UPDATE conversations SET next_seq = next_seq + 100, current_batch = current_batch + 10,"
+    """ agent_batches = '{"spoiled": 7}',"""
     " archived_at = CASE WHEN archived_at IS NULL THEN now() END,"
     """ metadata = '{"spoiled": true}' WHERE id = %s"""
 )
@@ -190,8 +217,9 @@ async def check_history(url: str, ops: list[tuple[Any, ...]]) -> tuple[int, int,
     )
     try:
         repo = Repository(storage)
-        conversation = (await repo.create_conversation(metadata={"ops": len(ops)})).id
-        driver = Driver(repo, conversation)
+        key = (await repo.create_conversation(metadata={"ops": len(ops)})).id
+        driver = Driver(repo, key)
+        conversation = stream_id(repo.tenant, key)
         for op in ops:
             await driver.run(op)
         inline = await snapshot(storage, conversation)
@@ -201,18 +229,19 @@ async def check_history(url: str, ops: list[tuple[Any, ...]]) -> tuple[int, int,
             await conn.execute(SPOIL_CONVERSATION, (conversation,))
         report = await rebuild(storage, conversation)
         rebuilt = await snapshot(storage, conversation)
-        assert report.events == (await repo.get_conversation(conversation)).version
+        assert report.events == (await repo.get_conversation(key)).version
         assert report.conversations == 1
         assert (
             set(rebuilt) == set(inline) == {t.name for t in PROJECTION_TABLES} | {"conversations"}
         )
         for name in inline:
             assert rebuilt[name] == inline[name], f"{name} differs after rebuild"
-        [(next_seq, current_batch, archived_at, metadata)] = inline["conversations"]
-        now = await repo.get_conversation(conversation)
-        assert (next_seq, current_batch) == (now.next_seq, now.current_batch)
+        [(next_seq, current_batch, agent_batches, archived_at, metadata)] = inline["conversations"]
+        now = await repo.get_conversation(key)
+        main_batch = agent_batches.get("main", current_batch)
+        assert (next_seq, main_batch) == (now.next_seq, now.current_batch)
         assert (archived_at is not None) == now.archived
-        assert metadata == {"ops": len(ops)}
+        assert metadata == now.metadata
         return len(inline["messages"]), len(inline["batches"]), driver.refused
     finally:
         await storage.close()

@@ -454,13 +454,15 @@ class Conversation:
     async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
         return {}
 
-    async def pending_call_ids(self) -> set[str]:
+    async def pending_call_ids(self, agent_id: str | None = None) -> set[str]:
         return set(self.pending)
 
-    async def window(self) -> list[WindowEntry]:
+    async def window(self, agent_id: str) -> list[WindowEntry]:
         return list(self.entries)
 
-    async def batch_window(self, batch: int) -> list[WindowEntry] | None:
+    async def batch_window(
+        self, batch: int, agent_id: str | None = None
+    ) -> list[WindowEntry] | None:
         return list(self.entries) if 1 <= batch <= self.current_batch else None
 
     async def key_after(self, key: Decimal) -> Decimal | None:

@@ -1,0 +1,71 @@
+"""The OpenAPI document, shaped for client generators.
+
+- Every operation has a short camelCase `operationId`. Routes name theirs
+  explicitly (`operation_id=`), so renaming a Python function never renames a
+  generated client's method; a route that does not gets its function's name
+  in camelCase (`operation_id_of`), never FastAPI's long default.
+- A message's role is one enum component, `Role`, referenced everywhere:
+  pydantic inlines a `Literal` at each use, so `shaped` replaces every inline
+  copy with a `$ref` (a generator then makes one type, not one per field).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from store.messages import ROLES
+
+ROLE_COMPONENT = "Role"
+_ROLE_REF = f"#/components/schemas/{ROLE_COMPONENT}"
+ROLE_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "enum": list(ROLES),
+    "title": ROLE_COMPONENT,
+    "description": "Who wrote a message: system, user, assistant or tool.",
+}
+
+
+def operation_id_of(route: APIRoute) -> str:
+    """The fallback operationId: the route function's name in camelCase."""
+    first, *rest = route.name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _is_role_enum(node: dict[str, Any]) -> bool:
+    return node.get("enum") == list(ROLES)
+
+
+def _with_role_refs(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_with_role_refs(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if _is_role_enum(node):
+        # Keep what describes this use (title, description, default).
+        kept = {k: v for k, v in node.items() if k not in ("enum", "type", "const")}
+        return {"$ref": _ROLE_REF, **kept}
+    return {key: _with_role_refs(value) for key, value in node.items()}
+
+
+def shaped(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with every inline role enum replaced by the `Role` component."""
+    document = _with_role_refs(document)
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas[ROLE_COMPONENT] = ROLE_SCHEMA
+    return document
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve the shaped document (built once, as FastAPI does)."""
+    build: Callable[[], dict[str, Any]] = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = shaped(build())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,178 @@
+"""The event feed for downstream consumers: pages of the key's tenant's
+events, one conversation's events, and a live tail as Server-Sent Events.
+
+The tail (`GET /events/stream`) sends each event as
+
+    id: <checkpoint>
+    event: <type>
+    data: <the event as JSON>
+
+and, after `heartbeat` seconds without one, a comment that also moves the
+resume point past the other tenants' events it scanned:
+
+    : heartbeat
+    id: <checkpoint>
+
+A client that reconnects sends `Last-Event-ID` (EventSource does) and
+resumes right after it. How the tail waits and why it polls rather than
+LISTENs: store.feed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import StreamingResponse
+
+from api.deps import RepositoryDep
+from api.errors import CONVERSATION_ERRORS
+from api.routing import JSONRoute
+from api.schemas import ConversationIdPath
+from store.feed import (
+    HEARTBEAT_SECONDS,
+    MAX_FEED_LIMIT,
+    ConversationEvents,
+    FeedPage,
+    parse_checkpoint,
+    tail,
+)
+from store.inputs import MAX_BIGINT
+from store.repository import Repository
+
+router = APIRouter(tags=["events"], responses=CONVERSATION_ERRORS, route_class=JSONRoute)
+
+CHECKPOINT = r"^\d{1,19}-\d{1,19}$"
+
+AfterQuery = Annotated[
+    str | None,
+    Query(
+        pattern=CHECKPOINT,
+        description="A checkpoint (`next` of the previous page, or an event's `checkpoint`):"
+        " the events after it. Omitted: from the beginning (`0-0`).",
+        examples=["0-0"],
+    ),
+]
+LimitQuery = Annotated[
+    int,
+    Query(ge=1, le=MAX_FEED_LIMIT, description=f"At most this many events (1-{MAX_FEED_LIMIT})."),
+]
+
+
+@router.get(
+    "/events",
+    operation_id="readEvents",
+    summary="A page of the tenant's events, in feed order",
+)
+async def read_events(
+    repository: RepositoryDep, after: AfterQuery = None, limit: LimitQuery = 100
+) -> FeedPage:
+    """Every event of the key's tenant's conversations, in one order every
+    reader shares, never skipping one that commits late. Read on with
+    `after=next`; `more: false` means the feed is read to its current end."""
+    position = None if after is None else parse_checkpoint(after)
+    return await repository.read_events(after=position, limit=limit)
+
+
+@router.get(
+    "/conversations/{conversation_id}/events",
+    operation_id="readConversationEvents",
+    summary="A page of one conversation's events, by version",
+)
+async def read_conversation_events(
+    conversation_id: ConversationIdPath,
+    repository: RepositoryDep,
+    from_version: Annotated[
+        int, Query(ge=1, le=MAX_BIGINT, description="The first version to return (1-based).")
+    ] = 1,
+    limit: LimitQuery = 100,
+) -> ConversationEvents:
+    """The conversation's events from `from_version` on; read on with
+    `from_version=next_from_version`."""
+    events = await repository.conversation_events(
+        conversation_id, from_version=from_version, limit=limit
+    )
+    following = events[-1].version + 1 if events else from_version
+    return ConversationEvents(events=events, next_from_version=following)
+
+
+async def _server_sent_events(
+    repository: Repository, after: str, heartbeat: float
+) -> AsyncIterator[bytes]:
+    yield b": connected\n\n"
+    async for page in tail(repository, parse_checkpoint(after), heartbeat=heartbeat):
+        if not page.events:
+            yield f": heartbeat\nid: {page.next}\n\n".encode()
+            continue
+        yield "".join(
+            f"id: {e.checkpoint}\nevent: {e.type}\ndata: {e.model_dump_json()}\n\n"
+            for e in page.events
+        ).encode()
+
+
+@router.get(
+    "/events/stream",
+    operation_id="tailEvents",
+    summary="Tail the tenant's events (Server-Sent Events)",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {
+                "text/event-stream": {
+                    # One SSE message: `data` is the event's JSON.
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string", "description": "The event's checkpoint."},
+                            "event": {"type": "string", "description": "The event's type."},
+                            "data": {"type": "string", "description": "The event, as JSON."},
+                        },
+                    }
+                }
+            },
+            "description": "One SSE message per event (`id` is its checkpoint), and"
+            " heartbeat comments.",
+        }
+    },
+)
+async def tail_events(
+    repository: RepositoryDep,
+    after: Annotated[
+        str | None,
+        Query(
+            pattern=CHECKPOINT,
+            description="Start after this checkpoint. Omitted (and no Last-Event-ID):"
+            " only events from now on.",
+            examples=["0-0"],
+        ),
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            pattern=CHECKPOINT,
+            description="Sent by a reconnecting EventSource: resume after it (wins over `after`).",
+        ),
+    ] = None,
+    heartbeat: Annotated[
+        float,
+        Query(
+            ge=0.05,
+            le=300,
+            description="Seconds without an event before a heartbeat comment.",
+        ),
+    ] = HEARTBEAT_SECONDS,
+) -> StreamingResponse:
+    """The key's tenant's events as they commit, as Server-Sent Events; an
+    event that commits late is never skipped."""
+    resume = last_event_id or after
+    if resume is None:
+        # Read here, not in the stream: a database that is down is a 503.
+        head = await repository.feed_head()
+        resume = f"{head.transaction_id}-{head.position}"
+    return StreamingResponse(
+        _server_sent_events(repository, resume, heartbeat),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

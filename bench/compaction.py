@@ -1,0 +1,173 @@
+"""Compaction: a job over 1,000 conversations of 2,000 messages each
+(`CONVO_BENCH_QUICK=1`: 100 of 500), and the payload build of a compacted
+conversation against the same conversation uncompacted.
+
+Each conversation is a coding agent's session (a user request, a tool call
+and its result, an answer: four messages of ~200 characters a turn),
+loaded 100 messages an append. The job (`store.compaction.CompactionJob`,
+default extractive summarizer, 4 conversations at once) compacts every
+window over 400 messages down to at most 200 after the boundary, keeping
+the system message and the last 2 user messages. Timed: finding the
+candidates, a dry run, the real run (conversations/s), and a second run
+right after (which finds nothing). Then the payload of one compacted
+conversation and of a copy of it left uncompacted (another tenant), built
+for OpenAI Chat and Anthropic, interleaved.
+
+    python -m bench compaction
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from bench.harness import median_ms, open_repository, quick_mode, run_and_record, time_interleaved
+from bench.report import comparison, print_comparisons
+from store.compaction import CompactionJob, CompactionPolicy
+from store.messages import Message, ToolCall
+from store.repository import Repository
+from store.settings import Settings
+
+QUICK = quick_mode()
+CONVERSATIONS = 100 if QUICK else 1_000
+MESSAGES = 500 if QUICK else 2_000
+APPEND = 100
+LOADERS = 8
+CONCURRENCY = 4
+MAX_MESSAGES = 400
+POLICY = CompactionPolicy(max_messages=MAX_MESSAGES, keep_last={"user": 2})
+FORMATS = ("openai-chat", "anthropic")
+REPEATS = 10 if QUICK else 30
+TEXT = "The parser drops the last token when the input ends without a newline; " * 3
+
+
+def _session(length: int) -> list[Message]:
+    messages = [Message(role="system", content="You are a careful coding agent.")]
+    k = 0
+    while len(messages) < length:
+        call_id = f"call_{k}"
+        messages += [
+            Message(role="user", content=f"Request {k}: {TEXT}"),
+            Message(
+                role="assistant",
+                content="Looking.",
+                tool_calls=(
+                    ToolCall(id=call_id, name="read_file", arguments={"path": f"f{k}.py"}),
+                ),
+            ),
+            Message(role="tool", tool_call_id=call_id, content=f"contents {k}: {TEXT}"),
+            Message(role="assistant", content=f"Answer {k}: {TEXT}"),
+        ]
+        k += 1
+    return messages[:length]
+
+
+async def _load(repository: Repository, count: int, session: list[Message]) -> list[str]:
+    gate = asyncio.Semaphore(LOADERS)
+
+    async def one() -> str:
+        async with gate:
+            cid = (await repository.create_conversation()).id
+            for start in range(0, len(session), APPEND):
+                await repository.append_messages(cid, session[start : start + APPEND])
+            return cid
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+async def run(url: str, settings: Settings) -> dict[str, Any]:
+    session = _session(MESSAGES)
+    async with open_repository(url, settings, pool_size=2 * CONCURRENCY + LOADERS) as base:
+        repository = base.for_tenant("bench")
+        started = time.perf_counter()
+        made = await _load(repository, CONVERSATIONS, session)
+        load_s = time.perf_counter() - started
+        untouched = base.for_tenant("bench-uncompacted")
+        (twin,) = await _load(untouched, 1, session)
+
+        job = CompactionJob(repository, POLICY, concurrency=CONCURRENCY)
+        started = time.perf_counter()
+        candidates = await job.candidates()
+        candidates_s = time.perf_counter() - started
+        started = time.perf_counter()
+        dry = await job.run(dry_run=True)
+        dry_s = time.perf_counter() - started
+        started = time.perf_counter()
+        report = await job.run()
+        run_s = time.perf_counter() - started
+        started = time.perf_counter()
+        again = await job.run()
+        again_s = time.perf_counter() - started
+
+        compacted = made[0]
+        window_after = len(await repository.visible_window(compacted, agent_id="main"))
+        actions = {}
+        for fmt in FORMATS:
+            actions[f"compacted_{fmt}"] = _assemble(repository, compacted, fmt)
+            actions[f"uncompacted_{fmt}"] = _assemble(untouched, twin, fmt)
+        samples = await time_interleaved(actions, REPEATS, warmup=2, collect=True)
+    statuses = {s: report.count(s) for s in {r.status for r in report.results}}
+    return {
+        "conversations": CONVERSATIONS,
+        "messages_each": MESSAGES,
+        "policy": POLICY.model_dump(mode="json"),
+        "concurrency": CONCURRENCY,
+        "load_s": load_s,
+        "load_messages_per_s": CONVERSATIONS * MESSAGES / load_s,
+        "candidates": len(candidates),
+        "candidates_s": candidates_s,
+        "dry_run_s": dry_s,
+        "dry_run_planned": dry.count("planned"),
+        "run_s": run_s,
+        "run_statuses": statuses,
+        "conversations_per_s": report.count("compacted") / run_s,
+        "rerun_s": again_s,
+        "rerun_results": len(again.results),
+        "window_after": window_after,
+        "median_ms": {name: median_ms(s) for name, s in samples.items()},
+    }
+
+
+def _assemble(repository: Repository, cid: str, fmt: str) -> Any:
+    async def build(_: int) -> object:
+        return await repository.assemble(cid, format=fmt)
+
+    return build
+
+
+def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    ms = figures["median_ms"]
+    # A payload build costs O(visible window): after compaction it should
+    # cost about the visible share of the uncompacted build (plus slack for
+    # the fixed part: the profile, the slots, one round trip).
+    share = figures["window_after"] / figures["messages_each"]
+    return [
+        comparison(
+            f"payload build ({fmt}) after compaction, {figures['window_after']} of "
+            f"{figures['messages_each']} messages visible",
+            ms[f"compacted_{fmt}"],
+            ms[f"uncompacted_{fmt}"],
+            unit="ms",
+            baseline_name="the same conversation uncompacted",
+            goal=("<=", round(share * 1.5, 2)),
+        )
+        for fmt in FORMATS
+    ]
+
+
+def main() -> None:
+    figures = run_and_record("compaction", run, comparisons, notes=__doc__ or "")
+    print(
+        f"compacted {figures['run_statuses']} of {figures['conversations']} conversations of "
+        f"{figures['messages_each']} messages in {figures['run_s']:.1f}s "
+        f"({figures['conversations_per_s']:.1f} conversations/s); candidates in "
+        f"{figures['candidates_s']:.2f}s, dry run {figures['dry_run_s']:.1f}s, "
+        f"re-run {figures['rerun_s']:.2f}s ({figures['rerun_results']} to do); "
+        f"load {figures['load_s']:.0f}s"
+    )
+    print_comparisons(f"compaction ({'quick' if QUICK else 'full'} run)", figures["comparisons"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,747 @@
+"""The HTTP API under a bounded load on loopback, against the same operations
+called in-process and against raw psycopg, in the same run.
+
+The server is the real one: `convo serve --no-migrate` as a subprocess on a
+free 127.0.0.1 port against the benchmark's database, with 1 worker process
+and then with `--workers 2`, logging as deployed (one JSON access line per
+request, to a file). Its key is made with `store.api_keys.create_key`, as
+`convo keys create` makes one, for the tenant the in-process repository uses,
+so both sides see the same conversations.
+
+The load generator is this process: `httpx.AsyncClient` (HTTP/1.1,
+keep-alive), bodies serialized with orjson before the clock starts.
+
+- closed loop, 1, 8 and 32 virtual clients, each on its own conversation,
+  each sending its next request only when the previous one answered: at most
+  that many requests are ever in flight, so latency is the server's, not a
+  queue in front of it. Each level runs a warm-up (untimed: connections open,
+  pools fill), then a fixed window; requests/s = completions in the window ÷
+  its length; median and p99 of the requests started in it.
+- append: `POST /conversations/{id}/messages`, one message (~400 chars; a tool
+  call and its result every 5th turn, as bench.workload's conversation) with
+  the expected version; vs `Repository.append_messages` of the same messages
+  in this process (its pool the server's size, 10), vs raw async psycopg
+  `INSERT`+`COMMIT` of the same JSON (one connection per client). With one
+  worker the three take turns level by level; the 2-worker server runs
+  after it, against the same baselines.
+- payload build: `POST /conversations/{id}/assemble` (openai-chat) of a
+  1,000-message conversation (one per client, built before), vs
+  `Repository.assemble` in this process. The HTTP side also serializes and
+  sends the payload (~0.5 MB) and the generator receives it.
+- open loop (append, for information): requests sent on a fixed schedule at
+  half the closed loop's 32-client rate, round robin over 32 conversations
+  (no tool calls and no expected version: requests to one conversation may
+  overtake each other), at most 64 in flight (a request due while 64 are
+  outstanding is skipped and counted). Latency counts from when the request
+  was due, so a stalled server shows in it (no coordinated omission).
+
+With `--workers N`, uvicorn's supervisor binds the listening socket itself
+and leaves its protocol number at 0, so asyncio does not set TCP_NODELAY on
+accepted connections (uvicorn issue #3149): unless `convo serve` sets it,
+each keep-alive response waits for the client's delayed ACK (~40 ms on
+Linux), which the 2-worker figures then show at every level.
+
+CPU: this machine has 2 cores shared by PostgreSQL, the server and the
+generator. Each level records this process's CPU time (the generator's, for
+HTTP; the store's own work, in-process), the server's processes' (from
+/proc), and the whole machine's busy time, so the generator's share of the
+cores is visible. Figures on a loaded machine are noisy; the ratios, taken
+in the same run, less so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+import psycopg
+
+from bench.harness import (
+    open_repository,
+    quick_mode,
+    raw_async_connection,
+    run_and_record,
+)
+from bench.report import comparison, print_comparisons, print_table
+from bench.workload import Script, as_json, as_messages
+from bench.write_path import Stream, raw_insert, setup_raw_table
+from store.api_keys import create_key
+from store.db import make_async_engine
+from store.messages import Message
+from store.repository import DEFAULT_TENANT, Conversation, Repository
+from store.settings import Settings
+
+QUICK = quick_mode()
+CONCURRENCY = (1, 8, 32)
+WORKERS = (1, 2)
+WARMUP_S = 0.3 if QUICK else 1.0
+WINDOW_S = 1.5 if QUICK else 5.0
+ASSEMBLE_MESSAGES = 1_000
+SERVER_POOL = 10  # the server's storage pool (store.bootstrap.open_storage)
+# Bodies are prepared before the clock for at most these rates (per client, in
+# all), well above what 2 cores reach; a client that runs out stops (`capped`).
+RATE_CEILINGS = {"store": (2_000, 5_000), "http": (2_000, 5_000), "raw": (5_000, 15_000)}
+OPEN_LOOP_SHARE = 0.5
+OPEN_LOOP_CONVERSATIONS = 32
+MAX_IN_FLIGHT = 64
+SERVER_START_S = 90.0
+CONVO = [sys.executable, "-c", "from store.cli import main; main()"]
+
+# What one request does: None when it got the answer it expects, else a label.
+Sender = Callable[[int], Awaitable[str | None]]
+
+
+# --- the load generator ---------------------------------------------------------------
+
+
+@dataclass
+class Load:
+    """What one run of the generator saw: latencies (seconds) of the requests
+    started in the window, completions in it, failures of any request."""
+
+    latencies: list[float] = field(default_factory=list)
+    completed: int = 0
+    sent: int = 0
+    skipped: int = 0
+    capped: bool = False
+    errors: Counter[str] = field(default_factory=Counter)
+    window_s: float = 0.0
+    max_in_flight: int = 0
+
+    def figures(self) -> dict[str, Any]:
+        ordered = sorted(self.latencies)
+        return {
+            "requests_per_s": self.completed / self.window_s if self.window_s else None,
+            "median_ms": statistics.median(ordered) * 1000 if ordered else None,
+            "p99_ms": percentile(ordered, 0.99) * 1000 if ordered else None,
+            "timed_requests": len(ordered),
+            "sent": self.sent,
+            "errors": dict(self.errors),
+            "capped": self.capped,
+            **(
+                {"skipped": self.skipped, "max_in_flight": self.max_in_flight}
+                if self.skipped or self.max_in_flight
+                else {}
+            ),
+        }
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of sorted values."""
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+async def _outcome(send: Sender, i: int) -> str | None:
+    try:
+        return await send(i)
+    except Exception as error:  # a failure is counted; the load goes on
+        return type(error).__name__
+
+
+async def closed_loop(senders: list[Sender], cap: int, warmup_s: float, window_s: float) -> Load:
+    """Each sender is one virtual client: request `i + 1` leaves when request `i`
+    has answered, from now until the window ends (or `cap` requests)."""
+    load = Load(window_s=window_s)
+    started = time.perf_counter()
+    window_start = started + warmup_s
+    window_end = window_start + window_s
+
+    async def client(send: Sender) -> None:
+        for i in range(cap):
+            began = time.perf_counter()
+            if began >= window_end:
+                return
+            failure = await _outcome(send, i)
+            done = time.perf_counter()
+            load.sent += 1
+            if failure is not None:
+                load.errors[failure] += 1
+            if began >= window_start:
+                load.latencies.append(done - began)
+            if window_start <= done < window_end:
+                load.completed += 1
+        load.capped = True
+
+    await asyncio.gather(*(client(send) for send in senders))
+    return load
+
+
+async def open_loop(send: Sender, rate: float, window_s: float, max_in_flight: int) -> Load:
+    """Request `i` is due at `i / rate` seconds; it leaves then unless
+    `max_in_flight` requests are outstanding (then it is skipped). Latency is
+    from when it was due."""
+    load = Load(window_s=window_s)
+    count = int(rate * window_s)
+    in_flight: set[asyncio.Task[None]] = set()
+    start = time.perf_counter()
+    window_end = start + window_s
+
+    async def one(i: int, due: float) -> None:
+        failure = await _outcome(send, i)
+        done = time.perf_counter()
+        load.sent += 1
+        load.latencies.append(done - due)
+        if failure is not None:
+            load.errors[failure] += 1
+        if done < window_end:
+            load.completed += 1
+
+    for i in range(count):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if len(in_flight) >= max_in_flight:
+            load.skipped += 1
+            continue
+        task = asyncio.create_task(one(i, due))
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
+        load.max_in_flight = max(load.max_in_flight, len(in_flight))
+    while in_flight:
+        await asyncio.gather(*in_flight)
+    # Achieved rate over the whole schedule, stragglers included.
+    load.completed = load.sent - sum(load.errors.values())
+    load.window_s = time.perf_counter() - start
+    return load
+
+
+# --- CPU accounting ------------------------------------------------------------------------
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree_cpu_s(root: int) -> float:
+    """User + system CPU seconds of `root` and its descendants, from /proc."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / TICKS
+    tree, grown = {root}, True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    return sum(cpu.get(pid, 0.0) for pid in tree)
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all cores spent not idle (nor waiting for I/O), from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(values) - values[3] - values[4]) / TICKS
+
+
+async def measured(run: Awaitable[Load], server_pid: int | None) -> dict[str, Any]:
+    """The figures of the load `run` (not started yet) with the CPU it cost:
+    this process, the server, the machine."""
+    own, busy = time.process_time(), machine_busy_s()
+    server = process_tree_cpu_s(server_pid) if server_pid else 0.0
+    wall = time.perf_counter()
+    load = await run
+    wall = time.perf_counter() - wall
+    own, busy = time.process_time() - own, machine_busy_s() - busy
+    figures = load.figures()
+    figures |= {
+        "wall_s": wall,
+        "this_process_cpu_s": own,
+        "this_process_cpu_per_request_us": own / load.sent * 1e6 if load.sent else None,
+        "this_process_cores": own / wall,
+        "machine_busy_cores": busy / wall,
+    }
+    if server_pid:
+        server = process_tree_cpu_s(server_pid) - server
+        figures |= {
+            "server_cpu_s": server,
+            "server_cpu_per_request_us": server / load.sent * 1e6 if load.sent else None,
+            "server_cores": server / wall,
+        }
+    return figures
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    pid: int
+    workers: int
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serving(url: str, workers: int, log: IO[str]) -> Iterator[Server]:
+    """`convo serve` on a free loopback port against `url`, until the block ends."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": url}
+    process = subprocess.Popen(
+        [
+            *CONVO,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--no-migrate",
+        ],
+        env=env,
+        stdout=log,
+        stderr=log,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"convo serve exited with {process.returncode} (log: {log.name})"
+                )
+            try:
+                if httpx.get(f"{base}/ready", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"convo serve did not become ready (log: {log.name})")
+            time.sleep(0.2)
+        yield Server(base, process.pid, workers)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def create_api_key(url: str, settings: Settings) -> str:
+    """A key for the in-process repository's tenant, as `convo keys create` makes it."""
+    engine = make_async_engine(url, settings, pool_size=1, max_overflow=0)
+    try:
+        _, plaintext = await create_key(engine, DEFAULT_TENANT, "bench http_load")
+    finally:
+        await engine.dispose()
+    return plaintext
+
+
+def http_client(server: Server, key: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=server.base_url,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        limits=httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT),
+        timeout=120,
+        trust_env=False,
+    )
+
+
+# --- the sides: senders prepared before the clock -----------------------------------------
+
+
+def cap_for(side: str, clients: int) -> int:
+    """Requests prepared per client for one level."""
+    per_client, total = RATE_CEILINGS["http" if side.startswith("http") else side]
+    rate = min(per_client, total / clients)
+    return math.ceil(rate * (WARMUP_S + WINDOW_S))
+
+
+def scripts(clients: int, cap: int) -> list[list[dict[str, Any]]]:
+    """Client `k`'s messages, the same on every side."""
+    return [Script(seed=k, tools=True, prefix=f"c{k}").take(cap) for k in range(clients)]
+
+
+def path(conversation_id: object, action: str) -> str:
+    return f"/conversations/{quote(str(conversation_id), safe='')}/{action}"
+
+
+async def http_conversation(http: httpx.AsyncClient) -> tuple[str, int]:
+    response = await http.post("/conversations", content=b'{"metadata":{"bench":"http_load"}}')
+    response.raise_for_status()
+    created = orjson.loads(response.content)
+    return str(created["id"]), int(created["version"])
+
+
+def _http_sender(http: httpx.AsyncClient, target: str, bodies: list[bytes], ok: int) -> Sender:
+    async def send(i: int) -> str | None:
+        response = await http.post(target, content=bodies[i % len(bodies)])
+        return None if response.status_code == ok else str(response.status_code)
+
+    return send
+
+
+async def http_appends(http: httpx.AsyncClient, clients: int, cap: int) -> list[Sender]:
+    senders = []
+    for raw in scripts(clients, cap):
+        cid, version = await http_conversation(http)
+        bodies = [
+            orjson.dumps({"messages": [m], "expected_version": version + i})
+            for i, m in enumerate(raw)
+        ]
+        senders.append(_http_sender(http, path(cid, "messages"), bodies, 201))
+    return senders
+
+
+def _store_append_sender(
+    repository: Repository, conversation: Conversation, messages: list[Message]
+) -> Sender:
+    async def send(i: int) -> str | None:
+        await repository.append_messages(
+            conversation.id, [messages[i]], expected_version=conversation.version + i
+        )
+        return None
+
+    return send
+
+
+async def store_appends(repository: Repository, clients: int, cap: int) -> list[Sender]:
+    senders = []
+    for raw in scripts(clients, cap):
+        conversation = await repository.create_conversation(metadata={"bench": "http_load"})
+        senders.append(_store_append_sender(repository, conversation, as_messages(raw)))
+    return senders
+
+
+def _raw_append_sender(conn: psycopg.AsyncConnection[Any], texts: list[str]) -> Sender:
+    cid = uuid.uuid4()
+
+    async def send(i: int) -> str | None:
+        await raw_insert(conn, cid, texts[i])
+        return None
+
+    return send
+
+
+@asynccontextmanager
+async def raw_appends(
+    url: str, settings: Settings, clients: int, cap: int
+) -> AsyncIterator[list[Sender]]:
+    conns = [await raw_async_connection(url, settings) for _ in range(clients)]
+    try:
+        yield [
+            _raw_append_sender(conn, as_json(raw))
+            for conn, raw in zip(conns, scripts(clients, cap), strict=True)
+        ]
+    finally:
+        for conn in conns:
+            await conn.close()
+
+
+ASSEMBLE_BODY = orjson.dumps({"format": "openai-chat"})
+
+
+def http_assembles(http: httpx.AsyncClient, conversations: list[Any], clients: int) -> list[Sender]:
+    return [
+        _http_sender(http, path(conversations[k], "assemble"), [ASSEMBLE_BODY], 200)
+        for k in range(clients)
+    ]
+
+
+def _store_assemble_sender(repository: Repository, conversation_id: Any) -> Sender:
+    async def send(i: int) -> str | None:
+        await repository.assemble(conversation_id, format="openai-chat")
+        return None
+
+    return send
+
+
+def store_assembles(repository: Repository, conversations: list[Any], clients: int) -> list[Sender]:
+    return [_store_assemble_sender(repository, conversations[k]) for k in range(clients)]
+
+
+async def long_conversations(repository: Repository, count: int) -> list[Any]:
+    """`count` conversations of ASSEMBLE_MESSAGES messages (tool calls every 5th turn)."""
+    ids = []
+    for k in range(count):
+        stream = await Stream.create(repository)
+        script = Script(seed=500 + k, tools=True, prefix="asm")
+        for _ in range(ASSEMBLE_MESSAGES // 100):
+            await stream.append(as_messages(script.take(100)))
+        ids.append(stream.id)
+    return ids
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def _rotated(sides: list[str], turn: int) -> list[str]:
+    shift = turn % len(sides)
+    return sides[shift:] + sides[:shift]
+
+
+@dataclass
+class Sides:
+    """Everything the levels run against; `results[operation][side][clients]`."""
+
+    url: str
+    settings: Settings
+    repository: Repository
+    conversations: list[Any]
+    results: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=lambda: {"append": {}, "assemble": {}}
+    )
+
+    async def append(self, side: str, clients: int, http: httpx.AsyncClient, pid: int) -> None:
+        cap = cap_for(side, clients)
+        if side == "raw":
+            async with raw_appends(self.url, self.settings, clients, cap) as senders:
+                figures = await measured(closed_loop(senders, cap, WARMUP_S, WINDOW_S), None)
+        else:
+            in_process = side == "store"
+            senders = (
+                await store_appends(self.repository, clients, cap)
+                if in_process
+                else await http_appends(http, clients, cap)
+            )
+            figures = await measured(
+                closed_loop(senders, cap, WARMUP_S, WINDOW_S), None if in_process else pid
+            )
+        self.results["append"].setdefault(side, {})[str(clients)] = figures
+
+    async def assemble(self, side: str, clients: int, http: httpx.AsyncClient, pid: int) -> None:
+        in_process = side == "store"
+        senders = (
+            store_assembles(self.repository, self.conversations, clients)
+            if in_process
+            else http_assembles(http, self.conversations, clients)
+        )
+        figures = await measured(
+            closed_loop(senders, 10**9, WARMUP_S, WINDOW_S), None if in_process else pid
+        )
+        self.results["assemble"].setdefault(side, {})[str(clients)] = figures
+
+
+async def one_server(sides: Sides, server: Server, http: httpx.AsyncClient) -> dict[str, Any]:
+    """Every level against `server`, with the in-process and raw sides taking
+    turns with it on the first server; its open-loop figures."""
+    http_side = f"http_{server.workers}w"
+    first = server.workers == WORKERS[0]
+    for operation, baselines in (("append", ["store", "raw"]), ("assemble", ["store"])):
+        for turn, clients in enumerate(CONCURRENCY):
+            for side in _rotated([http_side, *(baselines if first else [])], turn):
+                print(f"{operation}, {clients} clients, {side} ...", flush=True)
+                level = sides.append if operation == "append" else sides.assemble
+                await level(side, clients, http, server.pid)
+    top = sides.results["append"][http_side][str(max(CONCURRENCY))]["requests_per_s"]
+    rate = OPEN_LOOP_SHARE * top
+    print(f"append, open loop at {rate:.0f}/s, {http_side} ...", flush=True)
+    send = await open_loop_sender(http, math.ceil(rate * WINDOW_S))
+    figures = await measured(open_loop(send, rate, WINDOW_S, MAX_IN_FLIGHT), server.pid)
+    return {"offered_per_s": rate, **figures}
+
+
+async def run(url: str, settings: Settings) -> dict[str, Any]:
+    setup_raw_table(url, settings)
+    key = await create_api_key(url, settings)
+    open_loops: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="convo-bench-http-") as tmp:
+        log_path = Path(tmp) / "serve.log"
+        async with open_repository(url, settings, pool_size=SERVER_POOL) as repository:
+            count = max(CONCURRENCY)
+            print(f"{count} conversations of {ASSEMBLE_MESSAGES:,} messages ...", flush=True)
+            sides = Sides(url, settings, repository, await long_conversations(repository, count))
+            with log_path.open("w") as log:
+                for workers in WORKERS:
+                    with serving(url, workers, log) as server:
+                        async with http_client(server, key) as http:
+                            open_loops[f"http_{workers}w"] = await one_server(sides, server, http)
+        problems = server_problems(log_path)
+    return {
+        "quick": QUICK,
+        "warmup_s": WARMUP_S,
+        "window_s": WINDOW_S,
+        "concurrency": list(CONCURRENCY),
+        "server_pool_size": SERVER_POOL,
+        "assemble_messages": ASSEMBLE_MESSAGES,
+        "server_log_problems": problems,
+        "closed_loop": sides.results,
+        "open_loop": open_loops,
+        "table": table_rows(sides.results, open_loops),
+    }
+
+
+def server_problems(log: Path, keep: int = 5) -> dict[str, Any]:
+    """How many of the server's log lines were warnings or errors, and the first few."""
+    found: list[str] = []
+    count = 0
+    for line in log.read_text().splitlines():
+        try:
+            level = orjson.loads(line).get("level")
+        except orjson.JSONDecodeError:
+            level = "unparsed"
+        if level in ("WARNING", "ERROR", "CRITICAL", "unparsed"):
+            count += 1
+            if len(found) < keep:
+                found.append(line[:500])
+    return {"count": count, "first": found}
+
+
+async def open_loop_sender(http: httpx.AsyncClient, count: int) -> Sender:
+    """Request `i` appends to conversation `i % 32` (no tool calls, no expected version)."""
+    per = math.ceil(count / OPEN_LOOP_CONVERSATIONS) + 1
+    targets, bodies = [], []
+    for k in range(OPEN_LOOP_CONVERSATIONS):
+        cid, _ = await http_conversation(http)
+        targets.append(path(cid, "messages"))
+        raw = Script(seed=900 + k, tools=False).take(per)
+        bodies.append([orjson.dumps({"messages": [m]}) for m in raw])
+
+    async def send(i: int) -> str | None:
+        k, n = i % OPEN_LOOP_CONVERSATIONS, i // OPEN_LOOP_CONVERSATIONS
+        response = await http.post(targets[k], content=bodies[k][n])
+        return None if response.status_code == 201 else str(response.status_code)
+
+    return send
+
+
+SIDE_NAMES = {
+    "http_1w": "HTTP, 1 worker",
+    "http_2w": "HTTP, 2 workers",
+    "store": "repository, in-process",
+    "raw": "raw psycopg INSERT+COMMIT",
+}
+
+
+def table_rows(
+    results: dict[str, dict[str, dict[str, Any]]], open_loops: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The rows docs/benchmarks.md shows (bench.summary renders them as they are)."""
+    rows = []
+    for operation, by_side in results.items():
+        for clients in CONCURRENCY:
+            for side in ("http_1w", "http_2w", "store", "raw"):
+                entry = by_side.get(side, {}).get(str(clients))
+                if entry is None:
+                    continue
+                rows.append(_row(operation, SIDE_NAMES[side], f"{clients} closed", entry))
+    for side, entry in open_loops.items():
+        rows.append(
+            _row("append", SIDE_NAMES[side], f"open, {entry['offered_per_s']:.0f}/s", entry)
+        )
+    return rows
+
+
+def _row(operation: str, side: str, load: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "operation": operation,
+        "side": side,
+        "load": load,
+        "requests_per_s": entry["requests_per_s"],
+        "median_ms": entry["median_ms"],
+        "p99_ms": entry["p99_ms"],
+        "generator_cpu_per_request_us": entry["this_process_cpu_per_request_us"]
+        if side.startswith("HTTP")
+        else None,
+        "generator_cores": entry["this_process_cores"] if side.startswith("HTTP") else None,
+        "server_cores": entry.get("server_cores"),
+        "machine_busy_cores": entry["machine_busy_cores"],
+        "errors": sum(entry["errors"].values()) + entry.get("skipped", 0),
+    }
+
+
+def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    closed = figures["closed_loop"]
+    rows = []
+    for clients in CONCURRENCY:
+        c = str(clients)
+        who = f"{clients} client{'s' if clients > 1 else ''}"
+        http = closed["append"]["http_1w"][c]
+        rows += [
+            comparison(
+                f"HTTP append, {who}, 1 worker (median)",
+                http["median_ms"],
+                closed["append"]["store"][c]["median_ms"],
+                unit="ms",
+                baseline_name="repository in-process",
+            ),
+            comparison(
+                f"HTTP append, {who}, 1 worker (median, vs raw)",
+                http["median_ms"],
+                closed["append"]["raw"][c]["median_ms"],
+                unit="ms",
+                baseline_name="raw psycopg INSERT+COMMIT",
+            ),
+            comparison(
+                f"HTTP append, {who}, 1 worker (share of in-process)",
+                http["requests_per_s"],
+                closed["append"]["store"][c]["requests_per_s"],
+                unit="requests/s",
+                baseline_name="repository in-process",
+            ),
+            comparison(
+                f"HTTP append, {who}, 2 workers (share of in-process)",
+                closed["append"]["http_2w"][c]["requests_per_s"],
+                closed["append"]["store"][c]["requests_per_s"],
+                unit="requests/s",
+                baseline_name="repository in-process",
+            ),
+            comparison(
+                f"HTTP payload build, 1k messages, {who}, 1 worker (median)",
+                closed["assemble"]["http_1w"][c]["median_ms"],
+                closed["assemble"]["store"][c]["median_ms"],
+                unit="ms",
+                baseline_name="repository in-process",
+            ),
+        ]
+    return rows
+
+
+def main() -> None:
+    figures = run_and_record("http_load", run, comparisons, notes=__doc__ or "")
+    print_comparisons(
+        f"HTTP API vs in-process and raw psycopg ({'quick' if QUICK else 'full'} run)",
+        figures["comparisons"],
+    )
+    print_table(
+        "HTTP load (closed: N clients, one request in flight each)",
+        ["op", "side", "load", "req/s", "median ms", "p99 ms", "gen µs/req", "errors"],
+        [
+            [
+                r["operation"],
+                r["side"],
+                r["load"],
+                r["requests_per_s"],
+                r["median_ms"],
+                r["p99_ms"],
+                r["generator_cpu_per_request_us"] or "—",
+                r["errors"],
+            ]
+            for r in figures["table"]
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,444 @@
+"""Search latency over a large tenant, and what the search indexes cost.
+
+- corpus: 1,000,000 messages in 1,000 conversations (100,000 in 100 in a
+  quick run), four tenants (the searches run as one: a quarter of the
+  data is theirs), loaded with COPY into the real tables in the shape the
+  store writes them (`events` with the codec's compact JSON, `messages`,
+  `tool_calls`, `batches`, `conversations`; a sample is decoded back by
+  the store's codec to prove the shape). Text: ~300 characters from a
+  30,000-word Zipf-distributed vocabulary; every 10th message is Chinese
+  (no spaces); user/assistant turns, a tool call and its result every 5th
+  turn (8 tool names); recorded over 90 days. The search indexes are
+  built after the load (CREATE INDEX, as migration 0006 does), then
+  `VACUUM (ANALYZE)`.
+- latency: `Repository.search_messages` (what `GET /messages/search`
+  calls, minus HTTP), each query form repeated, in turns; p50/p95 in ms.
+  Query forms: a rare word, a mid-frequency word, two words, a phrase,
+  an English substring, a Chinese substring, and text with filters (role +
+  time range, one conversation, conversation metadata, a tool's name).
+- index bytes per message: `pg_relation_size` of each search index over
+  the number of messages (built in one go: an index grown by single
+  inserts is somewhat larger).
+
+No figure is asserted; the goal (p95 ≤ 100 ms) is compared in `comparisons`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import statistics
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from bench.harness import open_repository, quick_mode, raw_sync_connection, run_and_record
+from bench.report import comparison, print_comparisons, print_table
+from store.events import from_data
+from store.search import SearchQuery, search_query
+from store.settings import Settings
+
+QUICK = quick_mode()
+CONVERSATIONS = 100 if QUICK else 1_000
+PER_CONVERSATION = 1_000
+TENANTS = 4
+REPEATS = 30 if QUICK else 100
+WARMUP = 3
+GOAL_P95_MS = 100.0
+
+TOOLS = (
+    "read_file",
+    "write_file",
+    "grep",
+    "run_tests",
+    "web_search",
+    "shell",
+    "list_dir",
+    "http_get",
+)
+_SYLLABLES = [
+    "ka",
+    "ri",
+    "to",
+    "mo",
+    "ne",
+    "sa",
+    "lu",
+    "vi",
+    "de",
+    "po",
+    "an",
+    "el",
+    "is",
+    "or",
+    "um",
+    "ex",
+    "ta",
+    "be",
+    "co",
+    "fi",
+    "ga",
+    "ho",
+    "ju",
+    "ki",
+    "la",
+    "me",
+    "no",
+    "pa",
+    "qu",
+    "ra",
+    "se",
+    "ti",
+    "va",
+    "wo",
+    "xe",
+    "yo",
+    "zu",
+]
+_CHINESE = (
+    "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之"
+    "过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前"
+    "所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声"
+    "全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使"
+    "教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑"
+)
+WORDS = 30_000
+CHINESE_WORDS = 5_000
+_ZIPF_S = 1.07
+
+
+def _zipf(n: int) -> list[float]:
+    """Cumulative Zipf weights of ranks 0..n-1."""
+    cumulative: list[float] = []
+    total = 0.0
+    for rank in range(n):
+        total += 1 / (rank + 1) ** _ZIPF_S
+        cumulative.append(total)
+    return cumulative
+
+
+def _vocabulary(rng: random.Random) -> list[str]:
+    words: set[str] = set()
+    while len(words) < WORDS:
+        n = rng.choice((2, 2, 3, 3, 3, 4))
+        words.add("".join(rng.choice(_SYLLABLES) for _ in range(n)))
+    return sorted(words)
+
+
+class Corpus:
+    """Deterministic message text: Zipf-distributed words, some Chinese."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        self.words = _vocabulary(self.rng)
+        self.rng.shuffle(self.words)
+        self._cumulative = _zipf(WORDS)
+        # Chinese "words" of 2-3 characters, written without spaces.
+        chinese: set[str] = set()
+        while len(chinese) < CHINESE_WORDS:
+            chinese.add("".join(self.rng.choices(_CHINESE, k=self.rng.choice((2, 3, 3)))))
+        self.chinese_words = sorted(chinese)
+        self.rng.shuffle(self.chinese_words)
+        self._chinese_cumulative = _zipf(CHINESE_WORDS)
+
+    def text(self, chars: int = 300) -> str:
+        picked = self.rng.choices(self.words, cum_weights=self._cumulative, k=chars // 5)
+        return " ".join(picked)[:chars]
+
+    def chinese(self, chars: int = 120) -> str:
+        picked = self.rng.choices(self.chinese_words, cum_weights=self._chinese_cumulative, k=50)
+        return "".join(picked)[:chars]
+
+    def chinese_word(self, rank: int, length: int = 3) -> str:
+        """The first Chinese word of `length` characters from this rank on."""
+        return next(w for w in self.chinese_words[rank:] if len(w) == length)
+
+    def word(self, rank: int) -> str:
+        """The word of this frequency rank (0: the most frequent)."""
+        return self.words[rank]
+
+
+def _copy(
+    cur: psycopg.Cursor[Any], table: str, columns: str, rows: Iterator[tuple[Any, ...]]
+) -> None:
+    with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def tenant_of(i: int) -> str:
+    return f"tenant-{i % TENANTS}"
+
+
+def conversation_key(i: int) -> str:
+    return f"conv-{i:05d}"
+
+
+def load_corpus(
+    url: str, settings: Settings, *, conversations: int, per_conversation: int, seed: int = 7
+) -> dict[str, Any]:
+    """Load the corpus (module docstring) with COPY; build the search
+    indexes after; VACUUM (ANALYZE). Returns facts about what was loaded."""
+    migration = importlib.import_module("migrations.versions.0006_search")
+    corpus = Corpus(seed)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    span = timedelta(days=90)
+    ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"bench-search/{i}") for i in range(conversations)]
+    with raw_sync_connection(url, settings) as conn, conn.cursor() as cur:
+        cur.execute("SET maintenance_work_mem = '256MB'")
+        cur.execute("SET statement_timeout = 0")
+        cur.execute("DROP INDEX IF EXISTS ix_events_search_text, ix_events_search_substring")
+        _copy(
+            cur,
+            "conversations",
+            "id, tenant, key, version, metadata, next_seq, role_counts, created_at",
+            (
+                (
+                    ids[i],
+                    tenant_of(i),
+                    conversation_key(i),
+                    per_conversation + 1,
+                    json.dumps({"project": f"p{i % 20}", "team": f"t{i % 3}"}),
+                    per_conversation + 1,
+                    "{{0,{},{},{}}}".format(*_role_counts(per_conversation)),
+                    start,
+                )
+                for i in range(conversations)
+            ),
+        )
+        _copy(
+            cur,
+            "batches",
+            "conversation_id, batch, boundary, operation, started_at, event_version",
+            ((cid, 1, 0, "conversation_started", start, 1) for cid in ids),
+        )
+        events: list[tuple[Any, ...]] = []
+        messages: list[tuple[Any, ...]] = []
+        calls: list[tuple[Any, ...]] = []
+        sample: list[tuple[str, dict[str, Any]]] = []
+
+        def flush() -> None:
+            _copy(cur, "events", "conversation_id, version, type, data, recorded_at", iter(events))
+            _copy(
+                cur,
+                "messages",
+                "conversation_id, seq, sort_key, role, agent_id, kind, batch, role_ordinal,"
+                " tool_call_id, token_estimate, event_version",
+                iter(messages),
+            )
+            _copy(
+                cur,
+                "tool_calls",
+                "conversation_id, call_id, agent_id, tool_name, assistant_seq, result_seq, status",
+                iter(calls),
+            )
+            events.clear()
+            messages.clear()
+            calls.clear()
+
+        for i, cid in enumerate(ids):
+            at = start + span * i / conversations
+            step = span / conversations / per_conversation
+            started = {"tenant": tenant_of(i), "metadata": {"project": f"p{i % 20}"}}
+            events.append((cid, 1, "conversation_started", json.dumps(started), at))
+            ordinals = {"user": 0, "assistant": 0, "tool": 0}
+            for seq in range(1, per_conversation + 1):
+                role, body, call = _message(corpus, i, seq)
+                ordinals[role] += 1
+                data = {"seq": seq, "batch": 1, "message": body}
+                encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+                events.append((cid, seq + 1, "message_appended", encoded, at + step * seq))
+                messages.append(
+                    (
+                        cid,
+                        seq,
+                        seq,
+                        role,
+                        "main",
+                        body["kind"],
+                        1,
+                        ordinals[role],
+                        body.get("tool_call_id"),
+                        len(encoded) // 4,
+                        seq + 1,
+                    )
+                )
+                if call is not None:
+                    call_id, tool = call
+                    calls.append((cid, call_id, "main", tool, seq, seq + 1, "complete"))
+                if len(sample) < 50 and seq % 7 == 0:
+                    sample.append(("message_appended", data))
+            if len(events) > 50_000:
+                flush()
+        flush()
+        conn.commit()
+        for type_, data in sample:  # the store's own codec reads what was loaded
+            from_data(type_, data)
+        for statement in migration.UPGRADE[2:]:
+            cur.execute(statement)
+        conn.commit()
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        conn.execute("VACUUM (ANALYZE)")
+    return {
+        "conversations": conversations,
+        "messages": conversations * per_conversation,
+        "tenants": TENANTS,
+        "vocabulary_words": WORDS,
+    }
+
+
+def _role_counts(n: int) -> tuple[int, int, int]:
+    users = sum(1 for s in range(1, n + 1) if _role(s) == "user")
+    tools = sum(1 for s in range(1, n + 1) if _role(s) == "tool")
+    return users, n - users - tools, tools
+
+
+def _role(seq: int) -> str:
+    turn = (seq - 1) % 10
+    if turn == 8:
+        return "assistant"  # a tool call
+    if turn == 9:
+        return "tool"
+    return "user" if turn % 2 == 0 else "assistant"
+
+
+def _message(
+    corpus: Corpus, conversation: int, seq: int
+) -> tuple[str, dict[str, Any], tuple[str, str] | None]:
+    """(role, the codec's JSON of the message, (call id, tool) of a call)."""
+    role = _role(seq)
+    text = corpus.chinese() if seq % 10 == 3 else corpus.text()
+    turn = (seq - 1) % 10
+    if turn == 8:
+        call_id = f"call_{seq}"
+        tool = TOOLS[(conversation + seq) % len(TOOLS)]
+        call = {"id": call_id, "name": tool, "arguments": {"path": f"src/m{seq % 97}.py"}}
+        body = {"role": role, "content": text, "tool_calls": [call], "kind": "output"}
+        return role, body, (call_id, tool)
+    if turn == 9:
+        return (
+            role,
+            {"role": role, "content": text, "tool_call_id": f"call_{seq - 1}", "kind": "output"},
+            None,
+        )
+    kind = "input" if role == "user" else "output"
+    return role, {"role": role, "content": text, "kind": kind}, None
+
+
+def query_forms(corpus: Corpus) -> dict[str, SearchQuery]:
+    """The searches measured, as the API would build them."""
+    rare, mid, common = corpus.word(20_000), corpus.word(2_000), corpus.word(50)
+    part_of_rare = rare[1:] if len(rare) >= 4 else rare
+    january = {
+        "recorded_from": datetime(2026, 1, 10, tzinfo=UTC),
+        "recorded_to": datetime(2026, 1, 20, tzinfo=UTC),
+    }
+    return {
+        "text, a rare word": search_query(q=rare),
+        "text, a mid-frequency word": search_query(q=mid),
+        "text, two words": search_query(q=f"{mid} {common}"),
+        "text, a phrase": search_query(q=f'"{common} {mid}"'),
+        "substring, part of a word": search_query(q=part_of_rare, mode="substring"),
+        "substring, Chinese (3 characters)": search_query(
+            q=corpus.chinese_word(200), mode="substring"
+        ),
+        "text + role + time range": search_query(q=mid, role="user", **january),
+        "text + one conversation": search_query(q=mid, conversation_id=conversation_key(0)),
+        "text + conversation metadata": search_query(q=mid, metadata={"project": "p4"}),
+        "text + tool name": search_query(q=mid, tool_name="grep", role="tool"),
+    }
+
+
+def _percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))] * 1000
+
+
+async def run(url: str, settings: Settings) -> dict[str, Any]:
+    import time
+
+    loaded = load_corpus(
+        url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION
+    )
+    corpus = Corpus(7)
+    forms = query_forms(corpus)
+    latencies: dict[str, list[float]] = {name: [] for name in forms}
+    hits: dict[str, int] = {}
+    async with open_repository(url, settings, pool_size=2) as base:
+        repository = base.for_tenant(tenant_of(0))
+        for i in range(WARMUP + REPEATS):
+            for name, query in forms.items():
+                started = time.perf_counter()
+                page = await repository.search_messages(query)
+                if i >= WARMUP:
+                    latencies[name].append(time.perf_counter() - started)
+                hits[name] = len(page.hits)
+    with raw_sync_connection(url, settings) as conn:
+        sizes = dict(
+            conn.execute(
+                "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class AS c"
+                " WHERE c.relname IN ('ix_events_search_text', 'ix_events_search_substring',"
+                " 'events', 'messages')"
+            ).fetchall()
+        )
+    messages = loaded["messages"]
+    per_message = {name: size / messages for name, size in sizes.items()}
+    return {
+        "loaded": loaded,
+        "repeats": REPEATS,
+        "latency_ms": {
+            name: {
+                "p50": _percentile(samples, 0.50),
+                "p95": _percentile(samples, 0.95),
+                "mean": statistics.fmean(samples) * 1000,
+                "hits_on_first_page": hits[name],
+            }
+            for name, samples in latencies.items()
+        },
+        "bytes_per_message": per_message,
+        "search_index_bytes_per_message": per_message.get("ix_events_search_text", 0)
+        + per_message.get("ix_events_search_substring", 0),
+    }
+
+
+def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = figures["loaded"]["messages"]
+    return [
+        comparison(
+            f"search p95, {name} ({messages:,} messages)",
+            row["p95"],
+            GOAL_P95_MS,
+            unit="ms",
+            baseline_name=f"goal: {GOAL_P95_MS:g} ms",
+            goal=("<=", 1.0),
+        )
+        for name, row in figures["latency_ms"].items()
+    ]
+
+
+def main() -> None:
+    figures = run_and_record("search", run, comparisons, notes=__doc__ or "")
+    print_table(
+        f"search latency over {figures['loaded']['messages']:,} messages"
+        f" ({'quick' if QUICK else 'full'} run)",
+        ["query", "p50 ms", "p95 ms", "hits (page of 50)"],
+        [
+            [name, row["p50"], row["p95"], row["hits_on_first_page"]]
+            for name, row in figures["latency_ms"].items()
+        ],
+    )
+    print_table(
+        "bytes per message",
+        ["relation", "bytes"],
+        [[name, value] for name, value in figures["bytes_per_message"].items()],
+    )
+    print_comparisons("search goals", figures["comparisons"])
+
+
+if __name__ == "__main__":
+    main()

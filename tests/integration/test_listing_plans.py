@@ -1,0 +1,69 @@
+"""The plans behind the paged reads: "the last N messages" walks the
+messages' primary key backwards (O(N) at any history length), and a page of
+conversations is a range of (tenant, created_at, id)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.conversation_keys import stream_id
+from store.messages import Message
+from store.postgres import PostgresStorage, sql
+from store.repository import Repository
+
+
+async def _plan(storage: PostgresStorage, statement: str, params: dict[str, Any]) -> str:
+    async with storage.pool.connection() as conn:
+        await conn.execute("ANALYZE")
+        cursor = await conn.execute(f"EXPLAIN {statement}", params)
+        return "\n".join(row[0] for row in await cursor.fetchall())
+
+
+async def test_the_last_n_messages_walk_the_primary_key_backwards(
+    storage: PostgresStorage, repository: Repository
+) -> None:
+    key = (await repository.create_conversation()).id
+    for _ in range(3):
+        batch = [Message(role="user", content=f"m{i}") for i in range(1000)]
+        await repository.append_messages(key, batch)
+    page = await repository.page_messages(key, order="desc", limit=5)
+    assert [m.seq for m in page.items] == [3000, 2999, 2998, 2997, 2996]
+    params = {
+        "cid": stream_id(repository.tenant, key),
+        "after": -1,
+        "before": 2**62,
+        "limit": 5,
+        "role": None,
+        "agent": None,
+        "kind": None,
+    }
+    plan = await _plan(storage, sql.history(descending=True), params)
+    assert "Index Scan Backward using pk_messages" in plan, plan
+    assert "Sort" not in plan, plan
+
+
+async def test_a_page_of_conversations_is_an_index_range(
+    storage: PostgresStorage, repository: Repository
+) -> None:
+    for _ in range(3):
+        await repository.create_conversation()
+    statement = sql.list_conversations(
+        newest=True,
+        metadata=False,
+        archived=None,
+        created_from=False,
+        created_to=False,
+        updated_from=False,
+        updated_to=False,
+        after=False,
+    )
+    async with storage.pool.connection() as conn:
+        # A three-row table is read whole whatever the indexes: ask whether
+        # the order can come from the index at all.
+        await conn.execute("SET enable_seqscan = off")
+        await conn.execute("SET enable_sort = off")
+        cursor = await conn.execute(
+            f"EXPLAIN {statement}", {"tenant": repository.tenant, "limit": 10}
+        )
+        plan = "\n".join(row[0] for row in await cursor.fetchall())
+    assert "ix_conversations_tenant_created_at_id" in plan, plan

@@ -1,0 +1,60 @@
+"""store.cli.search: `convo search`, a table or JSON lines, errors as exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from store.cli import app
+from store.postgres import PostgresStorage
+from store.repository import Repository
+
+pytestmark = pytest.mark.integration
+
+
+def _convo(database_url: str, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["search", *args], env={"DATABASE_URL": database_url})
+    return result.exit_code, result.stdout, " ".join(result.stderr.split())
+
+
+async def _seed(database_url: str) -> None:
+    storage = await PostgresStorage.connect(database_url)
+    try:
+        repository = Repository(storage)
+        conversation = await repository.create_conversation()
+        await repository.append_messages(
+            conversation.id,
+            [
+                {"role": "user", "content": "where is the lighthouse"},
+                {"role": "assistant", "content": "灯塔在海边, by the lighthouse road"},
+            ],
+        )
+    finally:
+        await storage.close()
+
+
+def test_search_prints_hits_as_a_table_and_as_json(database_url: str) -> None:
+    asyncio.run(_seed(database_url))
+    code, out, err = _convo(database_url, "lighthouse")
+    assert code == 0, err
+    assert "2 hit(s)" in out
+    code, out, err = _convo(database_url, "灯塔在", "--substring", "--json")
+    assert code == 0, err
+    (line,) = out.splitlines()
+    hit = json.loads(line)
+    assert (hit["seq"], hit["role"]) == (2, "assistant")
+    code, out, _ = _convo(database_url, "lighthouse", "--tenant", "someone-else", "--json")
+    assert code == 0
+    assert out == ""
+
+
+def test_a_bad_query_is_exit_2_naming_the_problem(database_url: str) -> None:
+    code, _, err = _convo(database_url, "ab", "--substring")
+    assert code == 2
+    assert "at least 3 characters" in err
+    code, _, err = _convo(database_url, "x", "--role", "robot")
+    assert code == 2
+    assert "role" in err

@@ -1,0 +1,102 @@
+"""Every search is an index scan: EXPLAIN the statements the PostgreSQL
+storage sends, over tens of thousands of messages in many conversations
+(bench.search's corpus, bulk-loaded with COPY, then ANALYZEd), and check
+that no node reads `events`, `messages` or `tool_calls` sequentially, and
+that the search indexes (or the events' primary key) find the rows."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from bench.search import Corpus, conversation_key, load_corpus, tenant_of
+from store.postgres.search import statement
+from store.search import SearchQuery, search_query
+from store.settings import Settings, libpq_url
+
+pytestmark = pytest.mark.integration
+
+CONVERSATIONS = 40
+PER_CONVERSATION = 750  # 30,000 messages
+BIG_TABLES = {"events", "messages", "tool_calls"}
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan]
+    for child in plan.get("Plans", ()):
+        found += _nodes(child)
+    return found
+
+
+def _forms(corpus: Corpus) -> dict[str, SearchQuery]:
+    rare, mid, common = corpus.word(20_000), corpus.word(2_000), corpus.word(50)
+    january = {
+        "recorded_from": datetime(2026, 1, 10, tzinfo=UTC),
+        "recorded_to": datetime(2026, 1, 20, tzinfo=UTC),
+    }
+    return {
+        "text": search_query(q=mid),
+        "text, rare": search_query(q=rare),
+        "text, common word": search_query(q=common),
+        "text, phrase": search_query(q=f'"{common} {mid}"'),
+        "substring": search_query(q=rare[1:] if len(rare) >= 4 else rare, mode="substring"),
+        "substring, Chinese": search_query(q=corpus.chinese_word(200), mode="substring"),
+        "text + role + kind + agent": search_query(
+            q=mid, role="user", kind="input", agent_id="main"
+        ),
+        "text + time range": search_query(q=mid, **january),
+        "text + conversation": search_query(q=mid, conversation_id=conversation_key(4)),
+        "text + metadata": search_query(q=mid, metadata={"project": "p4"}),
+        "text + tool": search_query(q=mid, tool_name="grep"),
+        "text + batch": search_query(q=mid, batch=1),
+        "substring + role": search_query(q=mid[:4], mode="substring", role="assistant"),
+        "text, next page": search_query(
+            q=mid,
+            cursor="WyIyMDI2LTAxLTE1VDAwOjAwOjAwKzAwOjAwIiwiMDAwMDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMDAwIiw1XQ",
+        ),
+    }
+
+
+@pytest.fixture
+def loaded(database_url: str, settings: Settings) -> str:
+    load_corpus(
+        database_url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION
+    )
+    return database_url
+
+
+def test_every_search_form_is_an_index_scan(loaded: str) -> None:
+    corpus = Corpus(7)
+    with psycopg.connect(libpq_url(loaded)) as conn:
+        conn.execute("ANALYZE")
+        for name, query in _forms(corpus).items():
+            text, params = statement(tenant_of(0), query)
+            (row,) = conn.execute(f"EXPLAIN (FORMAT JSON) {text}", params).fetchall()
+            nodes = _nodes(row[0][0]["Plan"])
+            shown = json.dumps(row[0][0]["Plan"])[:4000]
+            sequential = [
+                n["Relation Name"]
+                for n in nodes
+                if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in BIG_TABLES
+            ]
+            assert sequential == [], f"{name}: sequential scan of {sequential}\n{shown}"
+            indexes = {n.get("Index Name") for n in nodes}
+            expected = (
+                "ix_events_search_substring"
+                if query.mode == "substring"
+                else "ix_events_search_text"
+            )
+            assert expected in indexes or "pk_events" in indexes, f"{name}: {shown}"
+
+
+def test_the_corpus_is_found(loaded: str) -> None:
+    """The statements find what the corpus holds (and what the plans were for)."""
+    corpus = Corpus(7)
+    with psycopg.connect(libpq_url(loaded)) as conn:
+        for name in ("text", "substring, Chinese", "text + role + kind + agent"):
+            text, params = statement(tenant_of(0), _forms(corpus)[name])
+            assert conn.execute(text, params).fetchall(), name
