@@ -61,6 +61,7 @@ from api.logging import logging_config
 from store import migrate
 from store.api_keys import create_key
 from store.bootstrap import open_storage
+from store.conversation_keys import stream_id
 from store.db import create_database_if_missing, make_async_engine, make_sync_engine
 from store.embedded import EmbeddedPostgres
 from store.postgres import PostgresStorage
@@ -276,7 +277,14 @@ async def snapshot(storage: PostgresStorage, conversation: str) -> dict[str, lis
 async def check_integrity(url: str, settings: Settings, soak: Soak) -> list[str]:
     failures: list[str] = []
     tally = soak.tally
-    ours = [c for ids in soak.conversations.values() for c in ids]
+    # The checks read tables, keyed by stream id (store.conversation_keys);
+    # the clients know the conversations by the ids the API gave them.
+    stream_of = {
+        key: str(stream_id(tenant, key))
+        for tenant, keys in soak.conversations.items()
+        for key in keys
+    }
+    ours = list(stream_of.values())
     storage = await open_storage(url, settings, max_size=2)
     try:
         async with storage.pool.connection() as conn:
@@ -305,8 +313,8 @@ async def check_integrity(url: str, settings: Settings, soak: Soak) -> list[str]
                 if (low, high) != (1, count):
                     failures.append(f"{c}: versions {low}..{high} for {count} events")
         for cid, (conversation, seq) in tally.acked.items():
-            logged = in_log.get((conversation, cid), 0)
-            viewed = in_view.get((conversation, cid), [])
+            logged = in_log.get((stream_of[conversation], cid), 0)
+            viewed = in_view.get((stream_of[conversation], cid), [])
             if logged != 1 or viewed != [seq]:
                 failures.append(
                     f"acknowledged {cid} (seq {seq}): {logged} event(s), seqs {viewed} in the view"
@@ -319,7 +327,7 @@ async def check_integrity(url: str, settings: Settings, soak: Soak) -> list[str]
                 failures.append(f"{conversation}: {cid} stored {n} times")
         for conversation in ours:
             inline = await snapshot(storage, conversation)
-            await rebuild_conversation(storage, uuid.UUID(conversation))
+            await rebuild_conversation(storage, uuid.UUID(conversation))  # a stream id
             rebuilt = await snapshot(storage, conversation)
             for name in inline:
                 if inline[name] != rebuilt[name]:
