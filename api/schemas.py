@@ -74,12 +74,6 @@ ConversationIdPath = Annotated[
 ]
 
 
-def conversation_ref(conversation_id: str) -> str:
-    """What the repository takes for a `ConversationIdPath`: the id itself
-    (the repository checks it and names it in its errors)."""
-    return conversation_id
-
-
 def _checked_key(value: str) -> str:
     problem = key_problem(value)
     if problem is not None:

@@ -15,7 +15,6 @@ from api.schemas import (
     SlotPath,
     SlotUpdate,
     Written,
-    conversation_ref,
     expected_version,
 )
 from store.context import AgentProfile
@@ -43,11 +42,10 @@ async def configure_agent(
         system_prompt=body.system_prompt,
         role_definition=body.role_definition,
     )
-    cid = conversation_ref(conversation_id)
     version = await repository.configure_agent(
-        cid, profile, expected_version=expected_version(body.expected_version)
+        conversation_id, profile, expected_version=expected_version(body.expected_version)
     )
-    return Written(conversation_id=cid, version=version)
+    return Written(conversation_id=conversation_id, version=version)
 
 
 @router.put(
@@ -65,15 +63,14 @@ async def update_slot(
 ) -> Written:
     """`todo` takes a list of items; `useful_info`, `folder_notes` and custom slots
     take text; null clears the slot."""
-    cid = conversation_ref(conversation_id)
     version = await repository.update_slot(
-        cid,
+        conversation_id,
         slot,
         body.value,
         agent_id=agent_id,
         expected_version=expected_version(body.expected_version),
     )
-    return Written(conversation_id=cid, version=version)
+    return Written(conversation_id=conversation_id, version=version)
 
 
 @router.get(
@@ -85,7 +82,6 @@ async def update_slot(
 async def get_agent(
     conversation_id: ConversationIdPath, agent_id: AgentIdPath, repository: RepositoryDep
 ) -> Agent:
-    cid = conversation_ref(conversation_id)
-    profile = await repository.agent_profile(cid, agent_id)
-    slots = await repository.context_slots(cid, agent_id)
+    profile = await repository.agent_profile(conversation_id, agent_id)
+    slots = await repository.context_slots(conversation_id, agent_id)
     return Agent(profile=profile, slots=slots)

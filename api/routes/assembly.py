@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
 from api.routing import JSONRoute
-from api.schemas import Assembled, AssembleRequest, ConversationIdPath, conversation_ref
+from api.schemas import Assembled, AssembleRequest, ConversationIdPath
 from store.assembler import AssembleOptions
 
 router = APIRouter(prefix="/conversations", tags=["assembly"], route_class=JSONRoute)
@@ -54,7 +54,7 @@ async def assemble(
     repairs, token estimate, stable-prefix fingerprint)."""
     options = assemble_options(body.options)
     assembly = await repository.assemble(
-        conversation_ref(conversation_id),
+        conversation_id,
         agent_id=body.agent_id,
         format=body.format,
         options=options,

@@ -14,7 +14,6 @@ from api.schemas import (
     BatchOperationRequest,
     BatchPath,
     ConversationIdPath,
-    conversation_ref,
     expected_version,
 )
 from store.messages import StoredMessage
@@ -61,7 +60,7 @@ async def run_batch_operation(
     deleted: earlier batches stay readable. A boundary that would split a
     tool block is refused (422) unless `adjust`."""
     return await repository.run_batch_operation(
-        conversation_ref(conversation_id),
+        conversation_id,
         body.command(),
         expected_version=expected_version(body.expected_version),
     )
@@ -76,7 +75,7 @@ async def run_batch_operation(
 async def list_batches(
     conversation_id: ConversationIdPath, repository: RepositoryDep
 ) -> list[Batch]:
-    return await repository.batches(conversation_ref(conversation_id))
+    return await repository.batches(conversation_id)
 
 
 @router.get(
@@ -90,4 +89,4 @@ async def batch_messages(
 ) -> list[StoredMessage]:
     """The messages whose batch number is `batch` (to read a batch's visible
     window as it was, use `GET /window?batch=`)."""
-    return await repository.batch_messages(conversation_ref(conversation_id), batch)
+    return await repository.batch_messages(conversation_id, batch)

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
 from api.routing import JSONRoute
-from api.schemas import ConversationIdPath, conversation_ref
+from api.schemas import ConversationIdPath
 from store.compaction import (
     CompactionJob,
     CompactionPolicy,
@@ -122,13 +122,12 @@ async def compact_conversation(
     """As `POST /compactions` for this one conversation: its result (or,
     with `dry_run`, its plan). Below the thresholds, nothing happens
     (`below_threshold`)."""
-    ref = conversation_ref(conversation_id)
-    conversation = await repository.get_conversation(ref)
+    conversation = await repository.get_conversation(conversation_id)
     if conversation.archived:
-        raise ConversationIsArchived(ref)
+        raise ConversationIsArchived(conversation_id)
     result = await CompactionJob(repository, _policy(body)).compact(
         str(conversation.id), dry_run=body.dry_run
     )
     if result.status == "not_found":  # deleted meanwhile
-        raise ConversationNotFound(ref)
+        raise ConversationNotFound(conversation_id)
     return result

@@ -13,7 +13,6 @@ from api.schemas import (
     ForkRequest,
     SeqPath,
     Written,
-    conversation_ref,
     expected_version,
 )
 from store.repository import Conversation
@@ -36,7 +35,7 @@ async def fork_conversation(
     slots. Afterwards the two are independent: writing to, or deleting,
     either leaves the other as it is. 409 if `new_conversation_id` is taken."""
     return await repository.fork(
-        conversation_ref(conversation_id),
+        conversation_id,
         new_conversation_id=body.new_conversation_id,
         up_to_seq=body.up_to_seq,
         agent_id=body.agent_id,
@@ -47,11 +46,10 @@ async def fork_conversation(
 async def _pin(
     repository: RepositoryDep, conversation_id: str, seq: int, pinned: bool, expected: int | None
 ) -> Written:
-    cid = conversation_ref(conversation_id)
     version = await repository.pin_message(
-        cid, seq, pinned, expected_version=expected_version(expected)
+        conversation_id, seq, pinned, expected_version=expected_version(expected)
     )
-    return Written(conversation_id=cid, version=version)
+    return Written(conversation_id=conversation_id, version=version)
 
 
 @router.put(

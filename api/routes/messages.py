@@ -14,7 +14,6 @@ from api.schemas import (
     MessagesAppend,
     SeqPath,
     Written,
-    conversation_ref,
     expected_version,
 )
 from store.repository import Appended
@@ -44,7 +43,7 @@ async def append_messages(
     message and the problem). A retry with the same `Idempotency-Key` (or the
     same client message ids) answers 200 with `replayed: true`."""
     appended = await repository.append_messages(
-        conversation_ref(conversation_id),
+        conversation_id,
         body.messages,
         expected_version=expected_version(body.expected_version),
         idempotency_key=idempotency_key,
@@ -69,8 +68,7 @@ async def replace_content(
     repository: RepositoryDep,
 ) -> Written:
     """Edit message `seq` in place (an event; the original stays in the log)."""
-    cid = conversation_ref(conversation_id)
     version = await repository.replace(
-        cid, seq, body.content, expected_version=expected_version(body.expected_version)
+        conversation_id, seq, body.content, expected_version=expected_version(body.expected_version)
     )
-    return Written(conversation_id=cid, version=version)
+    return Written(conversation_id=conversation_id, version=version)
