@@ -9,8 +9,9 @@
   30,000-word Zipf-distributed vocabulary; every 10th message is Chinese
   (no spaces); user/assistant turns, a tool call and its result every 5th
   turn (8 tool names); recorded over 90 days. The search indexes are
-  built after the load (CREATE INDEX, as migration 0006 does), then
-  `VACUUM (ANALYZE)`.
+  built after the load (CREATE INDEX, as migration 0006 does; the
+  substring index as `convo substring-index enable` would, where the
+  server has pg_trgm), then `VACUUM (ANALYZE)`.
 - latency: `Repository.search_messages` (what `GET /messages/search`
   calls, minus HTTP), each query form repeated, in turns; p50/p95 in ms.
   Query forms: a rare word, a mid-frequency word, two words, a phrase,
@@ -48,6 +49,7 @@ PER_CONVERSATION = 1_000
 TENANTS = 4
 REPEATS = 30 if QUICK else 100
 WARMUP = 3
+UNINDEXED_REPEATS = 3
 GOAL_P95_MS = 100.0
 
 TOOLS = (
@@ -179,10 +181,18 @@ def conversation_key(i: int) -> str:
 
 
 def load_corpus(
-    url: str, settings: Settings, *, conversations: int, per_conversation: int, seed: int = 7
+    url: str,
+    settings: Settings,
+    *,
+    conversations: int,
+    per_conversation: int,
+    seed: int = 7,
+    substring_index: bool = True,
 ) -> dict[str, Any]:
     """Load the corpus (module docstring) with COPY; build the search
-    indexes after; VACUUM (ANALYZE). Returns facts about what was loaded."""
+    indexes after (the substring one as an operator who enabled it would
+    have it, where the server has pg_trgm); VACUUM (ANALYZE). Returns facts
+    about what was loaded."""
     migration = importlib.import_module("migrations.versions.0006_search")
     corpus = Corpus(seed)
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -278,8 +288,9 @@ def load_corpus(
         conn.commit()
         for type_, data in sample:  # the store's own codec reads what was loaded
             from_data(type_, data)
-        for statement in migration.UPGRADE[2:]:
-            cur.execute(statement)
+        cur.execute(migration.UPGRADE[2])  # the words index
+        if substring_index:
+            cur.execute(migration.SUBSTRING_INDEX)
         conn.commit()
     with raw_sync_connection(url, settings) as conn:
         conn.autocommit = True
@@ -388,6 +399,11 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         )
     messages = loaded["messages"]
     per_message = {name: size / messages for name, size in sizes.items()}
+    unindexed = (
+        await _substring_without_its_index(url, settings, forms)
+        if sizes.get("ix_events_search_substring")
+        else {}
+    )
     return {
         "loaded": loaded,
         "repeats": REPEATS,
@@ -400,9 +416,38 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
             }
             for name, samples in latencies.items()
         },
+        "substring_without_its_index_ms": unindexed,
         "bytes_per_message": per_message,
         "search_index_bytes_per_message": per_message.get("ix_events_search_text", 0)
         + per_message.get("ix_events_search_substring", 0),
+    }
+
+
+async def _substring_without_its_index(
+    url: str, settings: Settings, forms: dict[str, SearchQuery]
+) -> dict[str, dict[str, float]]:
+    """The substring forms again after `convo substring-index disable`: what
+    a store that did not opt in to the index pays (a few repeats: each
+    reads the tenant's events)."""
+    import time
+
+    from store.postgres import substring_index
+
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        substring_index.disable(conn)
+    substring = {name: q for name, q in forms.items() if q.mode == "substring"}
+    samples: dict[str, list[float]] = {name: [] for name in substring}
+    async with open_repository(url, settings, pool_size=2) as base:
+        repository = base.for_tenant(tenant_of(0))
+        for _ in range(UNINDEXED_REPEATS):
+            for name, query in substring.items():
+                started = time.perf_counter()
+                await repository.search_messages(query)
+                samples[name].append(time.perf_counter() - started)
+    return {
+        name: {"p50": _percentile(values, 0.5), "max": max(values) * 1000}
+        for name, values in samples.items()
     }
 
 
@@ -430,6 +475,14 @@ def main() -> None:
         [
             [name, row["p50"], row["p95"], row["hits_on_first_page"]]
             for name, row in figures["latency_ms"].items()
+        ],
+    )
+    print_table(
+        "substring search without its index (not built: the default)",
+        ["query", "p50 ms", "max ms"],
+        [
+            [name, row["p50"], row["max"]]
+            for name, row in figures.get("substring_without_its_index_ms", {}).items()
         ],
     )
     print_table(

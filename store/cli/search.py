@@ -151,5 +151,62 @@ def _show(page: SearchPage, as_json: bool) -> None:
         console.print(f"more: --cursor {page.next_cursor}")
 
 
+substring_index = typer.Typer(
+    name="substring-index",
+    help="The index that makes substring search fast (and appends slower): docs/search.md.",
+    no_args_is_help=True,
+)
+
+
+def _index_command(action: str) -> None:
+    import psycopg
+
+    from store.cli.errors import database_errors, load_settings
+    from store.errors import InvalidOperation
+    from store.postgres import substring_index as index
+    from store.runtime import open_database
+    from store.settings import libpq_url
+
+    change = {"enable": index.enable, "disable": index.disable, "status": index.status}[action]
+    with database_errors(f"substring-index {action}"):
+        settings = load_settings()
+        with (
+            open_database(settings) as database,
+            psycopg.connect(libpq_url(database.url), autocommit=True) as conn,
+        ):
+            try:
+                now = change(conn)
+            except InvalidOperation as error:
+                raise _fail(str(error)) from None
+    if now.present and now.valid:
+        shown = f"[green]built[/]: {now.size_bytes / 1e6:.1f} MB; substring search uses it"
+    elif now.present:
+        shown = "[yellow]invalid[/] (a build did not finish): run enable again"
+    else:
+        shown = "not built: substring search reads the searched conversations' events"
+    Console().print(f"substring index: {shown}")
+    if not now.available:
+        Console().print("this server has no pg_trgm: the index cannot be built here")
+
+
+@substring_index.command("status")
+def index_status() -> None:
+    """Whether the substring index is built, and its size."""
+    _index_command("status")
+
+
+@substring_index.command("enable")
+def index_enable() -> None:
+    """Build the substring index (CONCURRENTLY: the store keeps running)."""
+    _index_command("enable")
+
+
+@substring_index.command("disable")
+def index_disable() -> None:
+    """Drop the substring index (appends get cheaper; substring search slower)."""
+    _index_command("disable")
+
+
 def register(app: typer.Typer) -> None:
     app.command("search")(search_command)
+    app.add_typer(substring_index)

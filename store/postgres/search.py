@@ -1,5 +1,6 @@
-"""Search on PostgreSQL: one statement per page (`sql.search`), over the two
-GIN expression indexes of migration 0006 (docs/search.md)."""
+"""Search on PostgreSQL: one statement per page (`sql.search`), over the
+words index of migration 0006 and, where an operator built it, the
+substring index (`store.postgres.substring_index`; docs/search.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from store.errors import InvalidOperation
 from store.postgres import sql
 from store.search import (
     START_MARK,
@@ -27,11 +27,6 @@ from store.search import (
 HEADLINE_OPTIONS = (
     f'StartSel="{START_MARK}", StopSel="{STOP_MARK}", MaxWords=30, MinWords=12,'
     ' ShortWord=0, MaxFragments=2, FragmentDelimiter=" … "'
-)
-
-NO_SUBSTRING_INDEX = (
-    "substring search is not available on this server: it needs the pg_trgm"
-    " extension, which the server does not have (see docs/search.md); use mode=text"
 )
 
 
@@ -109,13 +104,3 @@ async def search_messages(
         hits=[hit for _, hit in hits],
         next_cursor=hits[-1][0].encode() if more and hits else None,
     )
-
-
-async def check_substring_index(conn: AsyncConnection[Any]) -> bool:
-    cursor = await conn.execute(sql.SUBSTRING_INDEX_EXISTS)
-    row = await cursor.fetchone()
-    return bool(row and row[0])
-
-
-def refuse_substring() -> InvalidOperation:
-    return InvalidOperation(NO_SUBSTRING_INDEX)

@@ -709,9 +709,11 @@ COUNT_EVENTS = (
 # --- search (store.search, docs/search.md) ---------------------------------------------
 
 # A message's searchable text is derived from its event, never stored:
-# `convo_search_text(data)` (migration 0006) is the expression both GIN
-# indexes are built on, partial on the events that carry content; a search
-# must spell it exactly so, to use them.
+# `convo_search_text(data)` (migrations 0006, 0009) is the expression the
+# GIN indexes are built on (words always; substring where an operator built
+# it), partial on the events that carry content; a search must spell it
+# exactly so, to use them. Without the substring index, a substring search
+# reads the content events of the conversations it may return.
 _CONTENT_EVENTS = "e.type IN ('message_appended', 'message_edited')"
 SEARCH_TEXT_MATCH = (
     "to_tsvector('simple'::regconfig, convo_search_text(e.data))"
@@ -734,8 +736,6 @@ SEARCH_FILTERS = {
     "metadata": "c.metadata @> %(metadata)s",
     "after": "(a.recorded_at, m.conversation_id, m.seq) < (%(at)s, %(after_cid)s, %(after_seq)s)",
 }
-
-SUBSTRING_INDEX_EXISTS = "SELECT to_regclass('ix_events_search_substring') IS NOT NULL"
 
 
 @cache

@@ -967,15 +967,8 @@ class PostgresStorage:
 
     # --- search (store.search, store.postgres.search) ------------------------------------
 
-    # Whether the server has the substring (pg_trgm) index: asked once.
-    _substring_index: bool | None = None
-
     async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
         async with self._connection() as conn:
-            if query.mode == "substring" and not self._substring_index:
-                self._substring_index = await search.check_substring_index(conn)
-                if not self._substring_index:
-                    raise search.refuse_substring()
             return await search.search_messages(conn, tenant, query)
 
     # --- the log ---------------------------------------------------------------------

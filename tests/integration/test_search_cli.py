@@ -36,22 +36,16 @@ async def _seed(database_url: str) -> None:
         await storage.close()
 
 
-def test_search_prints_hits_as_a_table_and_as_json(
-    database_url: str, trigram_available: bool
-) -> None:
+def test_search_prints_hits_as_a_table_and_as_json(database_url: str) -> None:
     asyncio.run(_seed(database_url))
     code, out, err = _convo(database_url, "lighthouse")
     assert code == 0, err
     assert "2 hit(s)" in out
     code, out, err = _convo(database_url, "灯塔在", "--substring", "--json")
-    if trigram_available:
-        assert code == 0, err
-        (line,) = out.splitlines()
-        hit = json.loads(line)
-        assert (hit["seq"], hit["role"]) == (2, "assistant")
-    else:  # the embedded server: refused, naming why
-        assert code == 2
-        assert "pg_trgm" in err
+    assert code == 0, err
+    (line,) = out.splitlines()
+    hit = json.loads(line)
+    assert (hit["seq"], hit["role"]) == (2, "assistant")
     code, out, _ = _convo(database_url, "lighthouse", "--tenant", "someone-else", "--json")
     assert code == 0
     assert out == ""
@@ -64,3 +58,32 @@ def test_a_bad_query_is_exit_2_naming_the_problem(database_url: str) -> None:
     code, _, err = _convo(database_url, "x", "--role", "robot")
     assert code == 2
     assert "role" in err
+
+
+def _index(database_url: str, action: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        app, ["substring-index", action], env={"DATABASE_URL": database_url}
+    )
+    return result.exit_code, " ".join(result.stdout.split()), " ".join(result.stderr.split())
+
+
+def test_the_substring_index_is_built_and_dropped_while_search_keeps_working(
+    database_url: str, trigram_available: bool
+) -> None:
+    asyncio.run(_seed(database_url))
+    code, out, err = _index(database_url, "status")
+    assert (code, "not built" in out) == (0, True), (out, err)
+    code, out, err = _index(database_url, "enable")
+    if not trigram_available:  # the embedded server: refused, naming why
+        assert code == 2
+        assert "pg_trgm" in err
+        return
+    assert code == 0, err
+    assert "built" in out
+    assert _index(database_url, "enable")[0] == 0  # already there: nothing to do
+    code, out, _ = _convo(database_url, "灯塔在", "--substring", "--json")
+    assert json.loads(out)["seq"] == 2
+    code, out, err = _index(database_url, "disable")
+    assert (code, "not built" in out) == (0, True), (out, err)
+    code, out, _ = _convo(database_url, "灯塔在", "--substring", "--json")
+    assert json.loads(out)["seq"] == 2

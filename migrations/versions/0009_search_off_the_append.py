@@ -1,0 +1,90 @@
+"""Search costs an append less: the text is derived without a SQL call, and
+the substring index is opt-in.
+
+Measured on one server, single-message appends (docs/search.md, "What an
+append pays for search"): with both 0006 indexes an append took ~1.7× its
+time without them, and the events' indexes grew ~3.5 KB a message while
+the pending lists were young. Two causes, two changes:
+
+- `convo_search_text` was a SQL function with a FROM clause and STRICT,
+  which PostgreSQL cannot inline: every insert into `events` ran it through
+  the SQL-function executor once per index (~0.1 ms each). It is now one
+  expression (no FROM, not STRICT), which the planner inlines into the
+  index expressions; the rare content array goes through
+  `convo_search_parts`. Its results are the same for every input (NULL for
+  a null, for no content, for content that is neither string nor array),
+  so the index built by 0006 stays valid and is not rebuilt.
+- The trigram index (`ix_events_search_substring`, substring search) was
+  the bigger of the two — ~340 bytes a message even when bulk-built, and a
+  trigram posting per three characters on every append. It is dropped here
+  and becomes an operator's choice: `convo search enable-substring` builds
+  it (CONCURRENTLY: appends go on meanwhile), `disable-substring` drops it.
+  Substring search works without it, reading the searched conversations'
+  events (docs/search.md).
+
+Revision ID: 0009_search_off_the_append
+Revises: 0008_listing
+Create Date: 2026-11-23
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+
+from alembic import context, op
+
+revision: str = "0009_search_off_the_append"
+down_revision: str | None = "0008_listing"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# The text parts of a content array, joined by newlines (the 0006 rule).
+SEARCH_PARTS_FUNCTION = (
+    "CREATE FUNCTION convo_search_parts(content json) RETURNS text"
+    " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$"
+    " SELECT string_agg(p ->> 'text', E'\\n') FROM json_array_elements(content) AS p"
+    " WHERE p ->> 'type' = 'text' $$"
+)
+
+# One expression, so it is inlined: the content is looked up where a
+# message event keeps it (`message` for an append, top level for an edit).
+_CONTENT = "coalesce(data -> 'message' -> 'content', data -> 'content')"
+SEARCH_TEXT_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION convo_search_text(data json) RETURNS text"
+    " LANGUAGE sql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE AS $$"
+    f" SELECT left(CASE json_typeof({_CONTENT})"
+    " WHEN 'string' THEN coalesce(data -> 'message' ->> 'content', data ->> 'content')"
+    f" WHEN 'array' THEN convo_search_parts({_CONTENT}) END, 100000) $$"
+)
+
+UPGRADE: list[str] = [
+    SEARCH_PARTS_FUNCTION,
+    SEARCH_TEXT_FUNCTION,
+    "DROP INDEX IF EXISTS ix_events_search_substring",
+]
+
+
+def _search_0006() -> ModuleType:
+    # 0006's statements, as alembic loaded that migration (its module name
+    # starts with a digit: it cannot be imported by name).
+    script = context.script.get_revision("0006_search")
+    assert script is not None
+    module: ModuleType = script.module
+    return module
+
+
+def upgrade() -> None:
+    for statement in UPGRADE:
+        op.execute(statement)
+
+
+def downgrade() -> None:
+    previous = _search_0006()
+    op.execute(
+        previous.SEARCH_TEXT_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+    )
+    op.execute("DROP FUNCTION IF EXISTS convo_search_parts(json)")
+    op.execute("SET LOCAL statement_timeout = 0")
+    # Unless an operator had already built it (`convo search enable-substring`).
+    op.execute(previous.SUBSTRING_INDEX.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))
