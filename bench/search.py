@@ -10,7 +10,7 @@
   (no spaces); user/assistant turns, a tool call and its result every 5th
   turn (8 tool names); recorded over 90 days. The search indexes are
   built after the load (CREATE INDEX, as migration 0006 does; the
-  substring index as `convo substring-index enable` would, where the
+  substring index as `convo search-index enable substring` would, where the
   server has pg_trgm), then `VACUUM (ANALYZE)`.
 - latency: `Repository.search_messages` (what `GET /messages/search`
   calls, minus HTTP), each query form repeated, in turns; p50/p95 in ms.
@@ -426,16 +426,16 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
 async def _substring_without_its_index(
     url: str, settings: Settings, forms: dict[str, SearchQuery]
 ) -> dict[str, dict[str, float]]:
-    """The substring forms again after `convo substring-index disable`: what
+    """The substring forms again after `convo search-index disable substring`: what
     a store that did not opt in to the index pays (a few repeats: each
     reads the tenant's events)."""
     import time
 
-    from store.postgres import substring_index
+    from store.postgres import search_indexes
 
     with raw_sync_connection(url, settings) as conn:
         conn.autocommit = True
-        substring_index.disable(conn)
+        search_indexes.disable(conn, "substring")
     substring = {name: q for name, q in forms.items() if q.mode == "substring"}
     samples: dict[str, list[float]] = {name: [] for name in substring}
     async with open_repository(url, settings, pool_size=2) as base:

@@ -17,8 +17,8 @@ the pending lists were young. Two causes, two changes:
 - The trigram index (`ix_events_search_substring`, substring search) was
   the bigger of the two — ~340 bytes a message even when bulk-built, and a
   trigram posting per three characters on every append. It is dropped here
-  and becomes an operator's choice: `convo search enable-substring` builds
-  it (CONCURRENTLY: appends go on meanwhile), `disable-substring` drops it.
+  and becomes an operator's choice: `convo search-index enable substring` builds
+  it (CONCURRENTLY: appends go on meanwhile), `disable substring` drops it.
   Substring search works without it, reading the searched conversations'
   events (docs/search.md).
 
@@ -86,5 +86,5 @@ def downgrade() -> None:
     )
     op.execute("DROP FUNCTION IF EXISTS convo_search_parts(json)")
     op.execute("SET LOCAL statement_timeout = 0")
-    # Unless an operator had already built it (`convo search enable-substring`).
+    # Unless an operator had already built it (`convo search-index enable substring`).
     op.execute(previous.SUBSTRING_INDEX.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))

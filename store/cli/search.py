@@ -151,62 +151,75 @@ def _show(page: SearchPage, as_json: bool) -> None:
         console.print(f"more: --cursor {page.next_cursor}")
 
 
-substring_index = typer.Typer(
-    name="substring-index",
-    help="The index that makes substring search fast (and appends slower): docs/search.md.",
+search_index = typer.Typer(
+    name="search-index",
+    help="The indexes that make search fast (and appends slower): docs/search.md.",
     no_args_is_help=True,
 )
 
+Which = Annotated[
+    str, typer.Argument(help="text (words, mode=text) or substring (mode=substring).")
+]
 
-def _index_command(action: str) -> None:
+
+def _index_command(action: str, kinds: tuple[str, ...]) -> None:
     import psycopg
 
     from store.cli.errors import database_errors, load_settings
     from store.errors import InvalidOperation
-    from store.postgres import substring_index as index
+    from store.postgres import search_indexes
     from store.runtime import open_database
     from store.settings import libpq_url
 
-    change = {"enable": index.enable, "disable": index.disable, "status": index.status}[action]
-    with database_errors(f"substring-index {action}"):
+    for kind in kinds:
+        if kind not in search_indexes.INDEXES:
+            raise _fail(f"no search index {kind!r}: text or substring")
+    change = {
+        "enable": search_indexes.enable,
+        "disable": search_indexes.disable,
+        "status": search_indexes.status,
+    }[action]
+    with database_errors(f"search-index {action}"):
         settings = load_settings()
         with (
             open_database(settings) as database,
             psycopg.connect(libpq_url(database.url), autocommit=True) as conn,
         ):
             try:
-                now = change(conn)
+                now = [change(conn, kind) for kind in kinds]  # type: ignore[arg-type]
             except InvalidOperation as error:
                 raise _fail(str(error)) from None
-    if now.present and now.valid:
-        shown = f"[green]built[/]: {now.size_bytes / 1e6:.1f} MB; substring search uses it"
-    elif now.present:
-        shown = "[yellow]invalid[/] (a build did not finish): run enable again"
-    else:
-        shown = "not built: substring search reads the searched conversations' events"
-    Console().print(f"substring index: {shown}")
-    if not now.available:
-        Console().print("this server has no pg_trgm: the index cannot be built here")
+    console = Console()
+    for index in now:
+        if index.present and index.valid:
+            state = f"[green]built[/], {index.size_bytes / 1e6:.1f} MB"
+        elif index.present:
+            state = "[yellow]invalid[/] (a build did not finish): enable it again"
+        else:
+            state = f"not built: mode={index.kind} reads the searched conversations' events"
+            if not index.buildable:
+                state += " (this server has no pg_trgm)"
+        console.print(f"{index.kind} index ({index.name}): {state}")
 
 
-@substring_index.command("status")
+@search_index.command("status")
 def index_status() -> None:
-    """Whether the substring index is built, and its size."""
-    _index_command("status")
+    """Which search indexes are built, and their sizes."""
+    _index_command("status", ("text", "substring"))
 
 
-@substring_index.command("enable")
-def index_enable() -> None:
-    """Build the substring index (CONCURRENTLY: the store keeps running)."""
-    _index_command("enable")
+@search_index.command("enable")
+def index_enable(which: Which) -> None:
+    """Build a search index (CONCURRENTLY: the store keeps running)."""
+    _index_command("enable", (which,))
 
 
-@substring_index.command("disable")
-def index_disable() -> None:
-    """Drop the substring index (appends get cheaper; substring search slower)."""
-    _index_command("disable")
+@search_index.command("disable")
+def index_disable(which: Which) -> None:
+    """Drop a search index (appends get cheaper, that search slower)."""
+    _index_command("disable", (which,))
 
 
 def register(app: typer.Typer) -> None:
     app.command("search")(search_command)
-    app.add_typer(substring_index)
+    app.add_typer(search_index)

@@ -1,6 +1,6 @@
 """Search on PostgreSQL: one statement per page (`sql.search`), over the
 words index of migration 0006 and, where an operator built it, the
-substring index (`store.postgres.substring_index`; docs/search.md)."""
+substring index (`store.postgres.search_indexes`; docs/search.md)."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ async def test_substring_finds_text_without_spaces(
     acme: httpx.AsyncClient, seeded: tuple[str, str]
 ) -> None:
     # On every server: without the substring index (an operator's choice,
-    # store.postgres.substring_index) the statement reads the events.
+    # store.postgres.search_indexes) the statement reads the events.
     body = await search(acme, q="北京见", mode="substring")
     assert seqs(body) == [2]
     hit = body["hits"][0]

@@ -60,30 +60,48 @@ def test_a_bad_query_is_exit_2_naming_the_problem(database_url: str) -> None:
     assert "role" in err
 
 
-def _index(database_url: str, action: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        app, ["substring-index", action], env={"DATABASE_URL": database_url}
-    )
+def _index(database_url: str, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["search-index", *args], env={"DATABASE_URL": database_url})
     return result.exit_code, " ".join(result.stdout.split()), " ".join(result.stderr.split())
 
 
-def test_the_substring_index_is_built_and_dropped_while_search_keeps_working(
+def test_search_indexes_are_built_and_dropped_while_search_keeps_working(
     database_url: str, trigram_available: bool
 ) -> None:
     asyncio.run(_seed(database_url))
     code, out, err = _index(database_url, "status")
+    assert code == 0, err
+    assert "text index (ix_events_search_text): built" in out
+    assert "substring index (ix_events_search_substring): not built" in out
+
+    def found(*args: str) -> int:
+        code, out, err = _convo(database_url, *args, "--json")
+        assert code == 0, err
+        seq: int = json.loads(out)["seq"]
+        return seq
+
+    code, out, err = _index(database_url, "disable", "text")
     assert (code, "not built" in out) == (0, True), (out, err)
-    code, out, err = _index(database_url, "enable")
+    assert found("lighthouse road") == 2  # read from the events
+    assert _index(database_url, "enable", "text")[0] == 0
+    assert found("lighthouse road") == 2
+
+    code, out, err = _index(database_url, "enable", "substring")
     if not trigram_available:  # the embedded server: refused, naming why
         assert code == 2
         assert "pg_trgm" in err
+        assert found("灯塔在", "--substring") == 2
         return
     assert code == 0, err
     assert "built" in out
-    assert _index(database_url, "enable")[0] == 0  # already there: nothing to do
-    code, out, _ = _convo(database_url, "灯塔在", "--substring", "--json")
-    assert json.loads(out)["seq"] == 2
-    code, out, err = _index(database_url, "disable")
+    assert _index(database_url, "enable", "substring")[0] == 0  # already there
+    assert found("灯塔在", "--substring") == 2
+    code, out, err = _index(database_url, "disable", "substring")
     assert (code, "not built" in out) == (0, True), (out, err)
-    code, out, _ = _convo(database_url, "灯塔在", "--substring", "--json")
-    assert json.loads(out)["seq"] == 2
+    assert found("灯塔在", "--substring") == 2
+
+
+def test_an_unknown_search_index_is_exit_2(database_url: str) -> None:
+    code, _, err = _index(database_url, "enable", "fuzzy")
+    assert code == 2
+    assert "text or substring" in err

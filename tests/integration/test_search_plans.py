@@ -3,7 +3,7 @@ storage sends, over tens of thousands of messages in many conversations
 (bench.search's corpus, bulk-loaded with COPY, then ANALYZEd), and check
 that no node reads `events`, `messages` or `tool_calls` sequentially, and
 that the search indexes (or the events' primary key) find the rows. The
-substring index is an operator's choice (store.postgres.substring_index):
+substring index is an operator's choice (store.postgres.search_indexes):
 built here where the server has pg_trgm."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from bench.search import Corpus, conversation_key, load_corpus, tenant_of
-from store.postgres import substring_index
+from store.postgres import search_indexes
 from store.postgres.search import statement
 from store.search import SearchQuery, search_query
 from store.settings import Settings, libpq_url
@@ -70,8 +70,8 @@ def loaded(database_url: str, settings: Settings) -> str:
         database_url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION
     )
     with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
-        if substring_index.status(conn).available:
-            substring_index.enable(conn)
+        if search_indexes.status(conn, "substring").buildable:
+            search_indexes.enable(conn, "substring")
     return database_url
 
 

@@ -1,0 +1,107 @@
+"""The search indexes: an operator's choice, built and dropped while the
+store runs (`convo search-index status|enable|disable`).
+
+Search works without them: the statement then reads the content events of
+the conversations it may return (by primary key when it names one). The
+indexes make a tenant-wide search an index scan, and every append pays for
+them inside its transaction (docs/search.md, "What an append pays for
+search"):
+
+- `text` (`ix_events_search_text`, words: `mode=text`): built by migration
+  0006, so a new store searches fast at any size. A write-heavy store that
+  rarely searches can drop it: single appends ~13% and 100-message appends
+  ~45% cheaper on this project's machine.
+- `substring` (`ix_events_search_substring`, pg_trgm trigrams:
+  `mode=substring`): not built by the migrations since 0009 — it is the
+  larger and costlier one.
+
+Both changes are CONCURRENTLY (appends and reads go on meanwhile), so they
+run on an autocommit connection and without a statement timeout. A build
+that failed or was interrupted leaves an INVALID index, which `enable`
+drops and builds again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg
+
+from store.errors import InvalidOperation
+
+SearchIndexKind = Literal["text", "substring"]
+
+# Partial on the events that carry content, over the derived text
+# (`convo_search_text`, migrations 0006 and 0009): the expressions
+# `sql.SEARCH_TEXT_MATCH` and `sql.SEARCH_SUBSTRING_MATCH` spell.
+_CONTENT_EVENTS = "WHERE type IN ('message_appended', 'message_edited')"
+INDEXES: dict[SearchIndexKind, tuple[str, str]] = {
+    "text": (
+        "ix_events_search_text",
+        "USING gin (to_tsvector('simple'::regconfig, convo_search_text(data)))",
+    ),
+    "substring": (
+        "ix_events_search_substring",
+        "USING gin (convo_search_text(data) gin_trgm_ops)",
+    ),
+}
+
+HAS_TRIGRAM = "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'"
+STATE = (
+    "SELECT i.indisvalid, pg_relation_size(i.indexrelid) FROM pg_index AS i"
+    " WHERE i.indexrelid = to_regclass(%(name)s)"
+)
+
+NO_TRIGRAM = (
+    "this PostgreSQL server has no pg_trgm extension (the embedded server ships"
+    " without it): the substring index cannot be built here; substring search"
+    " still works, reading the conversations' events (docs/search.md)"
+)
+
+
+@dataclass(frozen=True)
+class SearchIndex:
+    """One index as the server has it."""
+
+    kind: SearchIndexKind
+    name: str
+    buildable: bool  # the substring one needs pg_trgm on the server
+    present: bool
+    valid: bool  # a build that did not finish leaves an invalid index
+    size_bytes: int
+
+
+Connection = psycopg.Connection[Any]
+
+
+def status(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
+    name = INDEXES[kind][0]
+    buildable = kind == "text" or conn.execute(HAS_TRIGRAM).fetchone() is not None
+    row = conn.execute(STATE, {"name": name}).fetchone()
+    if row is None:
+        return SearchIndex(kind, name, buildable, present=False, valid=False, size_bytes=0)
+    return SearchIndex(kind, name, buildable, True, bool(row[0]), int(row[1]))
+
+
+def enable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
+    """Build the index. Already there and valid: nothing to do."""
+    current = status(conn, kind)
+    if current.present and current.valid:
+        return current
+    if not current.buildable:
+        raise InvalidOperation(NO_TRIGRAM)
+    name, method = INDEXES[kind]
+    conn.execute("SET statement_timeout = 0")
+    if kind == "substring":
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    if current.present:
+        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+    conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON events {method} {_CONTENT_EVENTS}")
+    return status(conn, kind)
+
+
+def disable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
+    conn.execute("SET statement_timeout = 0")
+    conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEXES[kind][0]}")
+    return status(conn, kind)
