@@ -37,6 +37,11 @@ conversation_id uuid, data jsonb)` in its own schema.
   VACUUM. Dead row versions the store leaves behind (e.g. the conversation's
   head row, updated by every append) count: after VACUUM their space is
   reusable but still occupied.
+- without the words index (info rows): the same single and 100-message
+  appends interleaved with the others, into a second database of the same
+  server where `convo search-index disable text` was run, and the storage
+  run repeated there: what a store that opted out of the default search
+  index pays (docs/search.md, "What an append pays for search").
 - profile: cProfile of single appends through the repository, top 20 by
   cumulative time and by own time, in `profile`.
 
@@ -72,6 +77,7 @@ from bench.harness import (
 from bench.report import comparison, print_comparisons, print_table
 from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
 from store.messages import Message
+from store.postgres import search_indexes
 from store.repository import Repository
 from store.settings import Settings
 
@@ -139,8 +145,19 @@ def setup_raw_table(url: str, settings: Settings) -> None:
 # --- single and 100-message appends -----------------------------------------------
 
 
-async def single_append(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
+def drop_text_index(url: str, settings: Settings) -> None:
+    """`convo search-index disable text` on this database (for the info rows:
+    what a store that opted out of the words index pays)."""
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        search_indexes.disable(conn, "text")
+
+
+async def single_append(
+    repository: Repository, unindexed: Repository, url: str, settings: Settings
+) -> dict[str, Any]:
     stream = await Stream.create(repository)
+    plain = await Stream.create(unindexed)
     raw = Script(seed=1, tools=False).take(SINGLE_WARMUP + SINGLE_REPEATS)
     messages, texts = as_messages(raw), as_json(raw)
     raw_cid, sync_cid, auto_cid = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -152,6 +169,9 @@ async def single_append(repository: Repository, url: str, settings: Settings) ->
 
         async def store(i: int) -> None:
             await stream.append([messages[i]])
+
+        async def store_unindexed(i: int) -> None:
+            await plain.append([messages[i]])
 
         async def raw_async(i: int) -> None:
             await raw_insert(conn, raw_cid, texts[i])
@@ -166,6 +186,7 @@ async def single_append(repository: Repository, url: str, settings: Settings) ->
         samples = await time_interleaved(
             {
                 "store": store,
+                "store_unindexed": store_unindexed,
                 "raw": raw_async,
                 "raw_sync": raw_sync,
                 "raw_autocommit": raw_autocommit,
@@ -182,14 +203,18 @@ async def single_append(repository: Repository, url: str, settings: Settings) ->
         "warmup": SINGLE_WARMUP,
         "message_chars_median": sorted(len(t) for t in texts)[len(texts) // 2],
         "store_median_ms": median_ms(samples["store"]),
+        "store_without_text_index_median_ms": median_ms(samples["store_unindexed"]),
         "raw_insert_commit_median_ms": median_ms(samples["raw"]),
         "raw_sync_insert_commit_median_ms": median_ms(samples["raw_sync"]),
         "raw_autocommit_insert_median_ms": median_ms(samples["raw_autocommit"]),
     }
 
 
-async def bulk_append(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
+async def bulk_append(
+    repository: Repository, unindexed: Repository, url: str, settings: Settings
+) -> dict[str, Any]:
     stream = await Stream.create(repository)
+    plain = await Stream.create(unindexed)
     script = Script(seed=2, tools=True, prefix="bulk")
     calls = BULK_WARMUP + BULK_REPEATS
     raws = [script.take(BULK) for _ in range(calls)]
@@ -201,6 +226,9 @@ async def bulk_append(repository: Repository, url: str, settings: Settings) -> d
 
         async def store(i: int) -> None:
             await stream.append(messages[i])
+
+        async def store_unindexed(i: int) -> None:
+            await plain.append(messages[i])
 
         async def raw_copy(i: int) -> None:
             async with conn.cursor() as cursor, cursor.copy(COPY) as copy:
@@ -216,7 +244,12 @@ async def bulk_append(repository: Repository, url: str, settings: Settings) -> d
             await conn.commit()
 
         samples = await time_interleaved(
-            {"store": store, "copy": raw_copy, "insert": raw_multi_insert},
+            {
+                "store": store,
+                "store_unindexed": store_unindexed,
+                "copy": raw_copy,
+                "insert": raw_multi_insert,
+            },
             BULK_REPEATS,
             BULK_WARMUP,
         )
@@ -229,6 +262,7 @@ async def bulk_append(repository: Repository, url: str, settings: Settings) -> d
         "warmup": BULK_WARMUP,
         "store_median_ms": store_ms,
         "store_ms_per_message": store_ms / BULK,
+        "store_without_text_index_median_ms": median_ms(samples["store_unindexed"]),
         "raw_copy_commit_median_ms": median_ms(samples["copy"]),
         "raw_multi_insert_commit_median_ms": median_ms(samples["insert"]),
     }
@@ -337,11 +371,13 @@ def table_sizes(url: str, settings: Settings, schema: str) -> dict[str, dict[str
     }
 
 
-async def storage(settings: Settings) -> dict[str, Any]:
+async def storage(settings: Settings, *, text_index: bool = True) -> dict[str, Any]:
     raw = Script(seed=3, tools=True, prefix="st").take(STORAGE_APPENDS)
     messages, texts = as_messages(raw), as_json(raw)
     with bench_database(settings) as url:
         setup_raw_table(url, settings)
+        if not text_index:
+            drop_text_index(url, settings)
         async with open_repository(url, settings) as repository:
             stream = await Stream.create(repository)
             vacuum(url, settings)
@@ -387,11 +423,17 @@ async def storage(settings: Settings) -> dict[str, Any]:
 
 async def run(url: str, settings: Settings) -> dict[str, Any]:
     setup_raw_table(url, settings)
+    with bench_database(settings) as unindexed_url:
+        drop_text_index(unindexed_url, settings)
+        async with (
+            open_repository(url, settings, pool_size=POOL_SIZE) as repository,
+            open_repository(unindexed_url, settings, pool_size=2) as unindexed,
+        ):
+            print("single-message appends ...", flush=True)
+            single = await single_append(repository, unindexed, url, settings)
+            print("100-message appends ...", flush=True)
+            bulk = await bulk_append(repository, unindexed, url, settings)
     async with open_repository(url, settings, pool_size=POOL_SIZE) as repository:
-        print("single-message appends ...", flush=True)
-        single = await single_append(repository, url, settings)
-        print("100-message appends ...", flush=True)
-        bulk = await bulk_append(repository, url, settings)
         print("throughput ...", flush=True)
         rates = await throughput(repository, url, settings)
         print("profile ...", flush=True)
@@ -405,12 +447,14 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         cumulative, own = await profile_calls(append, PROFILE_APPENDS)
     print("storage ...", flush=True)
     sizes = await storage(settings)
+    sizes_unindexed = await storage(settings, text_index=False)
     return {
         "quick": QUICK,
         "single": single,
         "bulk": bulk,
         "throughput": rates,
         "storage": sizes,
+        "storage_without_text_index": sizes_unindexed,
         "profile": {"single_append_cumulative": cumulative, "single_append_own_time": own},
     }
 
@@ -427,6 +471,13 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
             unit="ms",
             baseline_name="async psycopg INSERT+COMMIT",
             goal=("<=", GOAL_SINGLE),
+        ),
+        comparison(
+            "single-message append, text search index dropped (info)",
+            single["store_without_text_index_median_ms"],
+            single["raw_insert_commit_median_ms"],
+            unit="ms",
+            baseline_name="async psycopg INSERT+COMMIT",
         ),
         comparison(
             "single-message append vs blocking psycopg (info)",
@@ -449,6 +500,13 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
             unit="ms",
             baseline_name=f"COPY {BULK} rows+COMMIT",
             goal=("<=", GOAL_BULK_COPY),
+        ),
+        comparison(
+            f"{BULK}-message append, text search index dropped (info)",
+            bulk["store_without_text_index_median_ms"],
+            bulk["raw_copy_commit_median_ms"],
+            unit="ms",
+            baseline_name=f"COPY {BULK} rows+COMMIT",
         ),
         comparison(
             f"{BULK}-message append vs multi-row INSERT (info)",
@@ -490,6 +548,18 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
             goal=("<=", GOAL_STORAGE),
         )
     )
+    plain = figures.get("storage_without_text_index")
+    if plain is not None:
+        rows.append(
+            comparison(
+                f"storage per message after {STORAGE_APPENDS:,} appends,"
+                " text search index dropped (info)",
+                plain["store_bytes_per_message"],
+                plain["raw_bytes_per_message"],
+                unit="bytes",
+                baseline_name="plain jsonb table",
+            )
+        )
     return rows
 
 
