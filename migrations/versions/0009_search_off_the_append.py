@@ -49,18 +49,24 @@ SEARCH_PARTS_FUNCTION = (
 
 # One expression, so it is inlined: the content is looked up where a
 # message event keeps it (`message` for an append, top level for an edit).
+# `convo_search_parts` is named with its schema: PostgreSQL 17 builds
+# indexes with `search_path` set to `pg_catalog, pg_temp`, and a function
+# with its own `SET search_path` would not be inlined.
 _CONTENT = "coalesce(data -> 'message' -> 'content', data -> 'content')"
-SEARCH_TEXT_FUNCTION = (
-    "CREATE OR REPLACE FUNCTION convo_search_text(data json) RETURNS text"
-    " LANGUAGE sql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE AS $$"
-    f" SELECT left(CASE json_typeof({_CONTENT})"
-    " WHEN 'string' THEN coalesce(data -> 'message' ->> 'content', data ->> 'content')"
-    f" WHEN 'array' THEN convo_search_parts({_CONTENT}) END, 100000) $$"
-)
+
+
+def search_text_function(schema: str) -> str:
+    return (
+        "CREATE OR REPLACE FUNCTION convo_search_text(data json) RETURNS text"
+        " LANGUAGE sql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE AS $$"
+        f" SELECT left(CASE json_typeof({_CONTENT})"
+        " WHEN 'string' THEN coalesce(data -> 'message' ->> 'content', data ->> 'content')"
+        f" WHEN 'array' THEN {schema}.convo_search_parts({_CONTENT}) END, 100000) $$"
+    )
+
 
 UPGRADE: list[str] = [
     SEARCH_PARTS_FUNCTION,
-    SEARCH_TEXT_FUNCTION,
     "DROP INDEX IF EXISTS ix_events_search_substring",
 ]
 
@@ -77,6 +83,8 @@ def _search_0006() -> ModuleType:
 def upgrade() -> None:
     for statement in UPGRADE:
         op.execute(statement)
+    schema = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
+    op.execute(search_text_function(schema))
 
 
 def downgrade() -> None:

@@ -83,7 +83,8 @@ def test_search_indexes_are_built_and_dropped_while_search_keeps_working(
     code, out, err = _index(database_url, "disable", "text")
     assert (code, "not built" in out) == (0, True), (out, err)
     assert found("lighthouse road") == 2  # read from the events
-    assert _index(database_url, "enable", "text")[0] == 0
+    code, out, err = _index(database_url, "enable", "text")
+    assert code == 0, (out, err)
     assert found("lighthouse road") == 2
 
     code, out, err = _index(database_url, "enable", "substring")
