@@ -7,8 +7,9 @@ Two modes (docs/search.md):
                `websearch_to_tsquery` syntax: `deploy failed`, `"exact
                phrase"`, `timeout OR deadline`, `-flaky`
     substring  the characters as typed, case-insensitive, anywhere in the
-               text (`ILIKE '%…%'` over a trigram index): finds text
-               without spaces, such as Chinese; at least 3 characters
+               text (`ILIKE '%…%'`, over a trigram index where an
+               operator built one): finds text without spaces, such as
+               Chinese; at least 3 characters
 
 What is searched is a message's current text: its content string, or the
 text parts of a content array (an edited message: its latest edit's
