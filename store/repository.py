@@ -734,8 +734,10 @@ class Repository:
         parent and the seq, and holds the copied messages as its own events
         (docs/storage.md, "Forks"): afterwards the two are independent —
         writes to either, and deleting the parent, leave the other as it
-        is. Its window starts as its whole history, in batch 1. Copied in
-        one set-based write, in one transaction."""
+        is. Each agent's window is carried over: batch 1 holds every copy,
+        and an agent whose window hid some of them (a compacted parent) gets
+        a batch showing what the parent's did. Copied in one set-based
+        write, in one transaction."""
         parent, parent_key = conversation_id, current_key()
         fork_key = (
             new_key() if new_conversation_id is None else conversation_key(new_conversation_id)
@@ -1057,7 +1059,8 @@ def _fork_write(
 ) -> Write:
     """A fork's write: `forked` at version 1; the copied messages (and their
     pins) from version 2, written by the storage from the parent's rows (a
-    `CopyForked` step, set-based); then the agents' profiles and slots."""
+    `CopyForked` step, set-based); then the agents' profiles and slots, and
+    a batch per agent whose window hid some of what was copied."""
     copied = source.messages + source.pinned
     context: list[DomainEvent] = [AgentConfigured(profile=p) for p in source.profiles]
     for agent, slot, value in source.slots:
@@ -1066,6 +1069,20 @@ def _fork_write(
             context.append(ContextSlotUpdated(agent_id=agent, slot=slot, todo=items))
         else:
             context.append(ContextSlotUpdated(agent_id=agent, slot=slot, text=value))
+    # Each agent's window as the parent showed it (a compacted one stays
+    # compacted), as the fork's own batch over the copies in batch 1.
+    context += [
+        BatchStarted(
+            batch=2 + i,
+            boundary=window.boundary,
+            retained=window.retained,
+            operation="fork",
+            parameters={"parent_batch": window.parent_batch},
+            agent_id=window.agent_id,
+            source=1,
+        )
+        for i, window in enumerate(source.windows)
+    ]
     first = Recorded(version=1, recorded_at=stream.now, event=forked)
     later = [
         Recorded(version=2 + copied + i, recorded_at=stream.now, event=event)

@@ -75,12 +75,62 @@ class StoredRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ForkWindow:
+    """An agent's window as the fork carries it over (docs/storage.md,
+    "Forks"): of its copied messages, those the parent's window showed —
+    the ones from sort key `boundary` on and the `retained` ones before it —
+    as the window of batch `parent_batch` read at the fork point."""
+
+    agent_id: str
+    parent_batch: int
+    boundary: Decimal
+    retained: tuple[int, ...]
+
+
+def fork_windows(rows: Sequence[tuple[str, int, Decimal, int, bool]]) -> tuple[ForkWindow, ...]:
+    """The windows a fork carries over, from each copied message's (agent,
+    seq, sort key, the batch of its agent's window at the fork point,
+    whether that window shows it): one per agent whose window hid some of
+    its copied messages (an agent whose window shows them all keeps the
+    fork's first batch, which shows everything). Shown messages are a tail
+    by sort key plus retained seqs before it, so a window compacted long
+    ago is a short list, not every seq since."""
+    by_agent: dict[str, list[tuple[Decimal, int, int, bool]]] = {}
+    for agent, seq, key, batch, shown in rows:
+        by_agent.setdefault(agent, []).append((Decimal(key), seq, batch, shown))
+    windows = []
+    for agent in sorted(by_agent):
+        messages = sorted(by_agent[agent])
+        if all(shown for *_, shown in messages):
+            continue
+        tail = len(messages)
+        while tail > 0 and messages[tail - 1][3]:
+            tail -= 1
+        # Everything appended to the fork later has a greater sort key.
+        if tail < len(messages):
+            boundary = messages[tail][0]
+        else:  # past every copied key (an inserted message's key is below its seq)
+            boundary = Decimal(max(seq for _, seq, _, _ in messages) + 1)
+        retained = tuple(sorted(seq for _, seq, _, shown in messages[:tail] if shown))
+        windows.append(
+            ForkWindow(
+                agent_id=agent,
+                parent_batch=messages[0][2],
+                boundary=boundary,
+                retained=retained,
+            )
+        )
+    return tuple(windows)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ForkSource:
     """What a fork copies from its parent, read in the fork's transaction
     with the parent's stream row share-locked (no write to the parent
     until the fork commits): its version, and of the messages up to
     `up_to_seq` (of one agent, if asked) how many, the highest seq, each
-    role's count and how many are pinned; its agents' profiles and slots."""
+    role's count and how many are pinned; its agents' profiles and slots;
+    the agents' windows to carry over (`fork_windows`)."""
 
     version: int
     up_to_seq: int
@@ -90,6 +140,7 @@ class ForkSource:
     role_counts: dict[str, int]
     profiles: tuple[AgentProfile, ...]
     slots: tuple[tuple[str, str, Any], ...]  # (agent, slot, value as stored)
+    windows: tuple[ForkWindow, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

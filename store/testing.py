@@ -82,6 +82,7 @@ from store.storage import (
     StreamRow,
     WindowPage,
     Write,
+    fork_windows,
 )
 from store.validation import CallState
 from store.values import Batch, Conversation, ToolBlock
@@ -286,6 +287,28 @@ def _apply(tables: _Tables, cid: uuid.UUID, changes: Changes) -> None:
     stream.agent_batches = dict(changes.head.agent_batches)
 
 
+def _fork_window_rows(
+    row: _StreamRow, views: _Views, copied: list[MessageRow], up_to: int
+) -> list[tuple[str, int, Decimal, int, bool]]:
+    """`sql.FORK_WINDOWS`: each copied message, the batch of its agent's
+    window at the fork point, and whether that window shows it."""
+    last_of: dict[str, MessageRow] = {}
+    for m in sorted(copied, key=lambda m: m.seq):
+        last_of[m.agent_id] = m
+    at_end = up_to >= row.next_seq - 1
+    batch_of = {
+        agent: row.agent_batches.get(agent, row.current_batch) if at_end else last.batch
+        for agent, last in last_of.items()
+    }
+    shown = {
+        batch: {seq for _, seq in views.members.get(batch, ())} for batch in set(batch_of.values())
+    }
+    return [
+        (m.agent_id, m.seq, m.sort_key, batch_of[m.agent_id], m.seq in shown[batch_of[m.agent_id]])
+        for m in copied
+    ]
+
+
 def _copy_forked(tables: _Tables, cid: uuid.UUID, step: CopyForked) -> None:
     """The fork's messages as PostgreSQL copies them (`sql.COPY_FORKED`):
     events of the fork in seq order, the pinned ones' pins after them, and
@@ -479,6 +502,7 @@ class _WriteSession:
                 if agent_id is None or a == agent_id
                 for slot, value in sorted(views.slots[a].items())
             ),
+            windows=fork_windows(_fork_window_rows(row, views, copied, up_to)),
         )
 
     async def key_after(self, key: Decimal) -> Decimal | None:

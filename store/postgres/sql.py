@@ -506,6 +506,26 @@ FORK_COUNTS = (
     " count(*) FILTER (WHERE m.role = 'assistant'), count(*) FILTER (WHERE m.role = 'tool')"
     f" FROM messages AS m WHERE {_FORKED}"
 )
+# Each copied message, with the batch of its agent's window at the fork
+# point and whether that window shows it (`store.storage.fork_windows`).
+# At the parent's last message the window is the agent's current batch (a
+# compaction right before the fork counts); at an earlier seq, the batch
+# the agent's last message up to there was appended in.
+FORK_WINDOWS = (
+    "WITH head AS (SELECT next_seq, current_batch, agent_batches FROM conversations"
+    " WHERE id = %(parent)s),"
+    f" agents AS (SELECT m.agent_id, max(m.seq) AS last FROM messages AS m WHERE {_FORKED}"
+    " GROUP BY m.agent_id),"
+    " windows AS (SELECT a.agent_id, CASE WHEN %(up_to)s >= h.next_seq - 1"
+    " THEN coalesce((h.agent_batches ->> a.agent_id)::int, h.current_batch)"
+    " ELSE (SELECT l.batch FROM messages AS l WHERE l.conversation_id = %(parent)s"
+    " AND l.seq = a.last) END AS batch FROM agents AS a CROSS JOIN head AS h)"
+    " SELECT m.agent_id, m.seq, m.sort_key, w.batch, b.seq IS NOT NULL FROM messages AS m"
+    " JOIN windows AS w ON w.agent_id = m.agent_id"
+    " LEFT JOIN batch_members AS b ON b.conversation_id = m.conversation_id"
+    " AND b.batch = w.batch AND b.sort_key = m.sort_key AND b.seq = m.seq"
+    f" WHERE {_FORKED}"
+)
 FORK_PROFILES = (
     "SELECT agent_id, is_sub_agent, system_prompt, role_definition FROM agent_profiles"
     " WHERE conversation_id = %(parent)s AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)"

@@ -105,6 +105,7 @@ from store.storage import (
     StreamRow,
     WindowPage,
     Write,
+    fork_windows,
 )
 from store.validation import CallState
 from store.values import Batch, Conversation, ToolBlock
@@ -465,10 +466,16 @@ class _WriteSession:
         }
         cursors = [
             await self.conn.execute(statement, params)
-            for statement in (sql.FORK_PARENT, sql.FORK_COUNTS, sql.FORK_PROFILES, sql.FORK_SLOTS)
+            for statement in (
+                sql.FORK_PARENT,
+                sql.FORK_COUNTS,
+                sql.FORK_PROFILES,
+                sql.FORK_SLOTS,
+                sql.FORK_WINDOWS,
+            )
         ]
         await self.pipeline.sync()
-        row, counts, profiles, slots = [await c.fetchall() for c in cursors]
+        row, counts, profiles, slots, windows = [await c.fetchall() for c in cursors]
         _, version, _, next_seq = _check_readable(parent, tenant, row[0] if row else None)
         up_to = next_seq - 1 if up_to_seq is None else up_to_seq
         if up_to >= next_seq:
@@ -485,6 +492,7 @@ class _WriteSession:
             role_counts=dict(zip(ROLES, by_role, strict=True)),
             profiles=tuple(_profile(r[0], [r[1:]]) for r in profiles),
             slots=tuple((agent, slot, value) for agent, slot, value in slots),
+            windows=fork_windows(windows),
         )
 
     async def key_after(self, key: Decimal) -> Decimal | None:

@@ -81,6 +81,42 @@ async def test_a_fork_up_to_a_seq_has_that_history_and_its_calls_are_pending(
     assert appended.messages[0].seq == 7
 
 
+async def test_a_fork_keeps_each_agents_window_as_the_parent_showed_it(
+    repository: Repository, conversation_id: str
+) -> None:
+    """A compacted parent's fork is compacted the same way: the fork's
+    payload is the parent's, not its whole history."""
+    cid = conversation_id
+    await _parent(repository, cid)
+    await repository.start_batch(cid, 5, retain=[1])  # main: 1, then 5 on
+    await repository.append_messages(cid, [helper("h8"), Message(role="user", content="U9")])
+    await repository.truncate(cid, keep_last=1, agent_id="helper")  # helper: h8 only
+
+    fork = await repository.fork(cid)
+
+    for agent in ("main", "helper"):
+        assert seqs(await repository.visible_window(fork.id, agent_id=agent)) == seqs(
+            await repository.visible_window(cid, agent_id=agent)
+        ), agent
+    assert 1 in seqs(await repository.visible_window(fork.id))
+    assert 2 not in seqs(await repository.visible_window(fork.id))  # compacted away
+    assert seqs(await repository.visible_window(fork.id, agent_id="helper")) == [8]
+    for format in ("openai-chat", "anthropic"):
+        assert (await repository.assemble(fork.id, format=format)).payload == (
+            await repository.assemble(cid, format=format)
+        ).payload
+    # The whole history is the fork's, and what it appends next is shown.
+    assert len(await repository.read_messages(fork.id)) == 9
+    appended = await repository.append_messages(fork.id, [Message(role="user", content="U10")])
+    assert seqs(await repository.visible_window(fork.id))[-1] == appended.messages[0].seq
+
+    # Up to an earlier seq: the window the agent's last message there was
+    # in, before the parent was compacted: all of it.
+    early = await repository.fork(cid, up_to_seq=4)
+    assert seqs(await repository.visible_window(early.id)) == [1, 2, 3, 4]
+    assert (await repository.get_conversation(early.id)).current_batch == 1
+
+
 async def test_a_fork_of_one_agent_has_only_its_messages(
     repository: Repository, conversation_id: str
 ) -> None:
