@@ -151,6 +151,7 @@ class _Views:
     role_index: dict[str, list[int]] = field(default_factory=lambda: {r: [] for r in ROLES})
     members: dict[int, list[tuple[Decimal, int]]] = field(default_factory=dict)
     batches: dict[int, Batch] = field(default_factory=dict)
+    batch_versions: dict[int, int] = field(default_factory=dict)  # batch → its event's version
     calls: dict[str, _Call] = field(default_factory=dict)
     profiles: dict[str, AgentProfile] = field(default_factory=dict)
     slots: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -225,6 +226,7 @@ def _apply(tables: _Tables, cid: uuid.UUID, changes: Changes) -> None:
             case StartViews():
                 tables.views[cid] = views = _Views()
                 views.members[1] = []
+                views.batch_versions[1] = step.version
                 views.batches[1] = Batch(
                     number=1,
                     boundary=Decimal(0),
@@ -250,6 +252,7 @@ def _apply(tables: _Tables, cid: uuid.UUID, changes: Changes) -> None:
                     if (key >= step.boundary or seq in retained)
                     and (step.agent_id is None or views.messages[seq].agent_id == step.agent_id)
                 ]
+                views.batch_versions[step.batch] = step.version
                 views.batches[step.batch] = Batch(
                     number=step.batch,
                     boundary=step.boundary,
@@ -288,17 +291,19 @@ def _apply(tables: _Tables, cid: uuid.UUID, changes: Changes) -> None:
 
 
 def _fork_window_rows(
-    row: _StreamRow, views: _Views, copied: list[MessageRow], up_to: int
+    views: _Views, copied: list[MessageRow], up_to: int
 ) -> list[tuple[str, int, Decimal, int, bool]]:
     """`sql.FORK_WINDOWS`: each copied message, the batch of its agent's
     window at the fork point, and whether that window shows it."""
-    last_of: dict[str, MessageRow] = {}
-    for m in sorted(copied, key=lambda m: m.seq):
-        last_of[m.agent_id] = m
-    at_end = up_to >= row.next_seq - 1
+    after = [m for seq, m in views.messages.items() if seq > up_to]
+    next_version = min((m.event_version for m in after), default=2**31 - 1)
     batch_of = {
-        agent: row.agent_batches.get(agent, row.current_batch) if at_end else last.batch
-        for agent, last in last_of.items()
+        agent: max(
+            n
+            for n, batch in views.batches.items()
+            if batch.agent_id in (None, agent) and views.batch_versions[n] < next_version
+        )
+        for agent in {m.agent_id for m in copied}
     }
     shown = {
         batch: {seq for _, seq in views.members.get(batch, ())} for batch in set(batch_of.values())
@@ -502,7 +507,7 @@ class _WriteSession:
                 if agent_id is None or a == agent_id
                 for slot, value in sorted(views.slots[a].items())
             ),
-            windows=fork_windows(_fork_window_rows(row, views, copied, up_to)),
+            windows=fork_windows(_fork_window_rows(views, copied, up_to)),
         )
 
     async def key_after(self, key: Decimal) -> Decimal | None:

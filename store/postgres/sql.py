@@ -508,18 +508,17 @@ FORK_COUNTS = (
 )
 # Each copied message, with the batch of its agent's window at the fork
 # point and whether that window shows it (`store.storage.fork_windows`).
-# At the parent's last message the window is the agent's current batch (a
-# compaction right before the fork counts); at an earlier seq, the batch
-# the agent's last message up to there was appended in.
+# The window at the fork point is the agent's (or every agent's) latest
+# batch started before the parent's next message after `up_to` was
+# appended: at the parent's last message, its current window (a compaction
+# right before the fork counts).
 FORK_WINDOWS = (
-    "WITH head AS (SELECT next_seq, current_batch, agent_batches FROM conversations"
-    " WHERE id = %(parent)s),"
-    f" agents AS (SELECT m.agent_id, max(m.seq) AS last FROM messages AS m WHERE {_FORKED}"
-    " GROUP BY m.agent_id),"
-    " windows AS (SELECT a.agent_id, CASE WHEN %(up_to)s >= h.next_seq - 1"
-    " THEN coalesce((h.agent_batches ->> a.agent_id)::int, h.current_batch)"
-    " ELSE (SELECT l.batch FROM messages AS l WHERE l.conversation_id = %(parent)s"
-    " AND l.seq = a.last) END AS batch FROM agents AS a CROSS JOIN head AS h)"
+    f"WITH agents AS (SELECT DISTINCT m.agent_id FROM messages AS m WHERE {_FORKED}),"
+    " windows AS (SELECT a.agent_id, (SELECT max(b.batch) FROM batches AS b"
+    " WHERE b.conversation_id = %(parent)s AND (b.agent_id = a.agent_id OR b.agent_id IS NULL)"
+    " AND b.event_version < coalesce((SELECT n.event_version FROM messages AS n"
+    " WHERE n.conversation_id = %(parent)s AND n.seq > %(up_to)s ORDER BY n.seq LIMIT 1),"
+    " 2147483647)) AS batch FROM agents AS a)"
     " SELECT m.agent_id, m.seq, m.sort_key, w.batch, b.seq IS NOT NULL FROM messages AS m"
     " JOIN windows AS w ON w.agent_id = m.agent_id"
     " LEFT JOIN batch_members AS b ON b.conversation_id = m.conversation_id"

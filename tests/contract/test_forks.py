@@ -110,11 +110,17 @@ async def test_a_fork_keeps_each_agents_window_as_the_parent_showed_it(
     appended = await repository.append_messages(fork.id, [Message(role="user", content="U10")])
     assert seqs(await repository.visible_window(fork.id))[-1] == appended.messages[0].seq
 
-    # Up to an earlier seq: the window the agent's last message there was
-    # in, before the parent was compacted: all of it.
+    # Up to an earlier seq: each agent's window as it was then. Before the
+    # compaction, all of it; after it (h8 came after main's compaction, and
+    # before the helper's truncation), main's compacted window.
     early = await repository.fork(cid, up_to_seq=4)
     assert seqs(await repository.visible_window(early.id)) == [1, 2, 3, 4]
     assert (await repository.get_conversation(early.id)).current_batch == 1
+    at_h8 = await repository.fork(cid, up_to_seq=8)
+    main_then = [s for s in seqs(await repository.visible_window(cid, agent_id="main")) if s <= 8]
+    assert seqs(await repository.visible_window(at_h8.id, agent_id="main")) == main_then
+    assert 2 not in main_then
+    assert seqs(await repository.visible_window(at_h8.id, agent_id="helper")) == [4, 8]
 
 
 async def test_a_fork_of_one_agent_has_only_its_messages(
