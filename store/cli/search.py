@@ -171,8 +171,13 @@ def _index_command(action: str, kinds: tuple[str, ...]) -> None:
     from store.runtime import open_database
     from store.settings import libpq_url
 
+    chosen: list[search_indexes.SearchIndexKind] = []
     for kind in kinds:
-        if kind not in search_indexes.INDEXES:
+        if kind == "text":
+            chosen.append("text")
+        elif kind == "substring":
+            chosen.append("substring")
+        else:
             raise _fail(f"no search index {kind!r}: text or substring")
     change = {
         "enable": search_indexes.enable,
@@ -186,7 +191,7 @@ def _index_command(action: str, kinds: tuple[str, ...]) -> None:
             psycopg.connect(libpq_url(database.url), autocommit=True) as conn,
         ):
             try:
-                now = [change(conn, kind) for kind in kinds]  # type: ignore[arg-type]
+                now = [change(conn, kind) for kind in chosen]
             except InvalidOperation as error:
                 raise _fail(str(error)) from None
     console = Console()
