@@ -131,6 +131,11 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
     # JSON from the server is decoded by orjson: a 5,000-message window is
     # 5,000 bodies, and the standard library's decoder was a third of a read.
     set_json_loads(orjson.loads, conn)
+    # Prepare every statement at its first use rather than its fifth: the
+    # statements are a fixed set of shapes, and a pool hands each request
+    # the connection used longest ago, so with 30 connections the default
+    # threshold left most of a busy minute's appends parsed and planned anew.
+    conn.prepare_threshold = 0
 
 
 def _message(row: Row) -> StoredMessage:

@@ -9,6 +9,7 @@ every lookup, then the write with COMMIT.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,6 +21,7 @@ import pytest_asyncio
 
 from store.messages import Message, ToolCall
 from store.postgres import PostgresStorage
+from store.postgres.feed_signal import NOTIFY_DELAY
 from store.repository import Repository
 
 
@@ -33,6 +35,9 @@ async def storage(database_url: str) -> AsyncIterator[PostgresStorage]:
 
 async def _wire(storage: PostgresStorage, call: Callable[[], Awaitable[Any]]) -> tuple[int, int]:
     """(round trips, statements) that `call` sends."""
+    # The feed's NOTIFY after the previous write (store.postgres.feed_signal)
+    # goes out on the pool's one connection: let it go before tracing.
+    await asyncio.sleep(4 * NOTIFY_DELAY)
     with tempfile.TemporaryFile("w+") as trace:
         async with storage.pool.connection() as conn:
             conn.pgconn.trace(trace.fileno())

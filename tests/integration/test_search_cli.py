@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 
+import psycopg
 import pytest
 from typer.testing import CliRunner
 
 from store.cli import app
 from store.postgres import PostgresStorage
 from store.repository import Repository
+from store.settings import libpq_url
 
 pytestmark = pytest.mark.integration
 
@@ -60,6 +62,19 @@ def test_a_bad_query_is_exit_2_naming_the_problem(database_url: str) -> None:
     assert "role" in err
 
 
+SHORT_PENDING_LIST = ["gin_pending_list_limit=64"]  # migration 0010
+
+
+def _pending_list_option(database_url: str, index: str) -> list[str] | None:
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        row = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)", (index,)
+        ).fetchone()
+    assert row is not None, index
+    options: list[str] | None = row[0]
+    return options
+
+
 def _index(database_url: str, *args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(app, ["search-index", *args], env={"DATABASE_URL": database_url})
     return result.exit_code, " ".join(result.stdout.split()), " ".join(result.stderr.split())
@@ -80,12 +95,15 @@ def test_search_indexes_are_built_and_dropped_while_search_keeps_working(
         seq: int = json.loads(out)["seq"]
         return seq
 
+    assert _pending_list_option(database_url, "ix_events_search_text") == SHORT_PENDING_LIST
     code, out, err = _index(database_url, "disable", "text")
     assert (code, "not built" in out) == (0, True), (out, err)
     assert found("lighthouse road") == 2  # read from the events
     code, out, err = _index(database_url, "enable", "text")
     assert code == 0, (out, err)
     assert found("lighthouse road") == 2
+    # Rebuilt as migration 0010 left it.
+    assert _pending_list_option(database_url, "ix_events_search_text") == SHORT_PENDING_LIST
 
     code, out, err = _index(database_url, "enable", "substring")
     if not trigram_available:  # the embedded server: refused, naming why
@@ -96,6 +114,7 @@ def test_search_indexes_are_built_and_dropped_while_search_keeps_working(
     assert code == 0, err
     assert "built" in out
     assert _index(database_url, "enable", "substring")[0] == 0  # already there
+    assert _pending_list_option(database_url, "ix_events_search_substring") == SHORT_PENDING_LIST
     assert found("灯塔在", "--substring") == 2
     code, out, err = _index(database_url, "disable", "substring")
     assert (code, "not built" in out) == (0, True), (out, err)
