@@ -44,6 +44,7 @@ from typing import Any
 import psycopg
 
 from bench.harness import (
+    SEQUENTIAL_POOL,
     median_ms,
     open_repository,
     profile_calls,
@@ -149,7 +150,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     conn = await raw_async_connection(url, settings)
     await conn.set_autocommit(True)
     try:
-        async with open_repository(url, settings) as repository:
+        async with open_repository(url, settings, pool_size=SEQUENTIAL_POOL) as repository:
             print(f"loading {WINDOW_SIZE:,} + {HISTORY_SIZE:,} messages ...", flush=True)
             small = await load(repository, conn, WINDOW_SIZE, seed=5)
             large = await load(repository, conn, HISTORY_SIZE, seed=6)

@@ -72,6 +72,7 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from bench.harness import (
+    SEQUENTIAL_POOL,
     median_ms,
     open_repository,
     quick_mode,
@@ -410,7 +411,7 @@ async def measure_appends(repository: Repository, conversations: list[Loaded]) -
 
 
 async def run(url: str, settings: Settings) -> dict[str, Any]:
-    async with open_repository(url, settings) as repository:
+    async with open_repository(url, settings, pool_size=SEQUENTIAL_POOL) as repository:
         explainer = make_sync_engine(url, settings)
         try:
             return await _run(repository, explainer, url, settings)

@@ -63,6 +63,7 @@ from typing import Any
 import psycopg
 
 from bench.harness import (
+    SEQUENTIAL_POOL,
     bench_database,
     median_ms,
     open_repository,
@@ -95,12 +96,6 @@ THROUGHPUT_WARMUP = 10  # appends per writer, 32 writers, both sides
 STORAGE_APPENDS = 2_000 if QUICK else 5_000
 PROFILE_APPENDS = 100 if QUICK else 300
 POOL_SIZE = max(WRITERS) + 2
-# A caller that appends one call at a time: the app's pool opens one
-# connection and grows only when a caller waits, so it never grows here.
-# (A pool of POOL_SIZE handed these calls to each of its connections in
-# turn, FIFO: every server backend's caches were cold again by its next
-# turn, +0.45 ms an append against +0.06 ms for raw INSERTs rotated alike.)
-SEQUENTIAL_POOL = 2  # one for the appends, one for the feed's NOTIFY
 
 INSERT = f"INSERT INTO {RAW_TABLE} (conversation_id, data) VALUES (%s, %s)"
 COPY = f"COPY {RAW_TABLE} (conversation_id, data) FROM STDIN"

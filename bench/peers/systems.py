@@ -172,7 +172,7 @@ class ConvoStore(System):
         "Completions payload: what is sent to the provider, conversion included. For "
         "information, `convo-store read_messages`: every message by read_messages pages of "
         "1,000 on a new repository (StoredMessage objects, no payload build).",
-        "concurrency": "8 tasks, one shared repository (pool of 10), append_messages one "
+        "concurrency": "8 tasks, one shared repository (pool of up to 10), append_messages one "
         "message per call; with ANY no version check; with expected_version the writer "
         "passes the version its last append returned and, on ConcurrencyConflict, reads "
         "the conversation's version and retries the same message.",
@@ -185,7 +185,9 @@ class ConvoStore(System):
 
     async def open(self, url: str) -> None:
         self.url = url
-        self._context = open_repository(url, self.settings, pool_size=10)
+        # Opened like the app's (one connection, more when callers wait), as
+        # the peers' engines open theirs.
+        self._context = open_repository(url, self.settings, pool_size=10, min_size=1)
         self.repository = await self._context.__aenter__()
 
     async def close(self) -> None:

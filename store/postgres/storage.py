@@ -726,7 +726,8 @@ class PostgresStorage:
                         cursors = [await conn.execute(s, p) for s, p in statements]
                     # Leaving the pipeline synced once; the results are here.
                     row = await head.fetchone()
-                    found = [await c.fetchall() for c in cursors]
+                    with decoding():  # thousands of rows: see store.codec.decoding
+                        found = [await c.fetchall() for c in cursors]
                 except psycopg.Error:
                     await conn.close()  # see _rollback
                     raise
