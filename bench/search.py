@@ -49,6 +49,11 @@ PER_CONVERSATION = 1_000
 TENANTS = 4
 REPEATS = 30 if QUICK else 100
 WARMUP = 3
+# A form as slow as a scan (a word-part substring: ~1 s) stops repeating
+# after this many seconds once it has MIN_REPEATS samples: its p95 is then
+# read from fewer samples, and the run stays within `make bench`'s budget.
+FORM_BUDGET_S = 12.0
+MIN_REPEATS = 20
 UNINDEXED_REPEATS = 3
 GOAL_P95_MS = 100.0
 
@@ -380,10 +385,17 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     forms = query_forms(corpus)
     latencies: dict[str, list[float]] = {name: [] for name in forms}
     hits: dict[str, int] = {}
+
+    def over_budget(name: str) -> bool:
+        samples = latencies[name]
+        return len(samples) >= MIN_REPEATS and sum(samples) > FORM_BUDGET_S
+
     async with open_repository(url, settings, pool_size=2) as base:
         repository = base.for_tenant(tenant_of(0))
         for i in range(WARMUP + REPEATS):
             for name, query in forms.items():
+                if over_budget(name):
+                    continue
                 started = time.perf_counter()
                 page = await repository.search_messages(query)
                 if i >= WARMUP:
@@ -412,6 +424,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
                 "p50": _percentile(samples, 0.50),
                 "p95": _percentile(samples, 0.95),
                 "mean": statistics.fmean(samples) * 1000,
+                "repeats": len(samples),
                 "hits_on_first_page": hits[name],
             }
             for name, samples in latencies.items()

@@ -55,7 +55,8 @@ from typing import Any
 import orjson
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
-from psycopg.types.json import Jsonb, set_json_loads
+from psycopg.adapt import Loader
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from store.codec import decode_message, decode_stored, decoding, message_text
@@ -127,10 +128,19 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
+class _JsonLoader(Loader):
+    """`json`/`jsonb` values (text format) straight into `orjson.loads`,
+    which takes the driver's buffer as it is: no Python call in between,
+    as `set_json_loads` has (~6% of a 5,000-message read)."""
+
+    load = staticmethod(orjson.loads)  # type: ignore[assignment]  # takes str too
+
+
 async def _configure(conn: AsyncConnection[Any]) -> None:
     # JSON from the server is decoded by orjson: a 5,000-message window is
     # 5,000 bodies, and the standard library's decoder was a third of a read.
-    set_json_loads(orjson.loads, conn)
+    conn.adapters.register_loader("json", _JsonLoader)
+    conn.adapters.register_loader("jsonb", _JsonLoader)
     # Prepare every statement at its first use rather than its fifth: the
     # statements are a fixed set of shapes, and a pool hands each request
     # the connection used longest ago, so with 30 connections the default
