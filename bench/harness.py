@@ -107,6 +107,20 @@ def raw_sync_connection(url: str, settings: Settings) -> psycopg.Connection[Any]
     return psycopg.connect(libpq_url(url), options=settings.connection_options())
 
 
+def machine_cpu_seconds() -> float | None:
+    """CPU time spent so far by every process on this machine (all cores,
+    user + system, from /proc/stat), or None where there is no /proc/stat.
+    Over a run that has the machine to itself, the difference is the CPU
+    its client and its PostgreSQL server spent together."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 async def time_each(action: Callable[[int], Awaitable[object]], repeats: int) -> list[float]:
     """Seconds taken by each of `repeats` calls of `action(i)`."""
     samples = []

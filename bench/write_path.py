@@ -65,6 +65,7 @@ import psycopg
 from bench.harness import (
     SEQUENTIAL_POOL,
     bench_database,
+    machine_cpu_seconds,
     median_ms,
     open_repository,
     profile_calls,
@@ -320,18 +321,28 @@ async def throughput(repository: Repository, url: str, settings: Settings) -> di
             "store": {n: [] for n in WRITERS},
             "raw": {n: [] for n in WRITERS},
         }
+        # CPU seconds per side and writer count: (this process, whole machine).
+        cpu: dict[str, dict[int, list[float]]] = {
+            side: {n: [0.0, 0.0] for n in WRITERS} for side in ("store", "raw")
+        }
         for round_number in range(ROUNDS):
             for n in WRITERS:
                 sides = ["store", "raw"] if round_number % 2 == 0 else ["raw", "store"]
                 for side in sides:
                     measure = writers.store if side == "store" else writers.raw
+                    process_before, machine_before = time.process_time(), machine_cpu_seconds()
                     samples[side][n].append(await measure(n, PER_WRITER))
+                    machine_after = machine_cpu_seconds()
+                    cpu[side][n][0] += time.process_time() - process_before
+                    if machine_before is not None and machine_after is not None:
+                        cpu[side][n][1] += machine_after - machine_before
     finally:
         for conn in conns:
             await conn.close()
 
     by_writers = {}
     for n in WRITERS:
+        appends = ROUNDS * n * PER_WRITER
         store_rate, raw_rate = (
             statistics.median(samples["store"][n]),
             statistics.median(samples["raw"][n]),
@@ -342,6 +353,15 @@ async def throughput(repository: Repository, url: str, settings: Settings) -> di
             "share_of_raw": store_rate / raw_rate,
             "store_samples": samples["store"][n],
             "raw_samples": samples["raw"][n],
+            # Where a writer count saturates the cores, the share of raw is
+            # about raw's CPU per append over the store's.
+            "cpu_ms_per_append": {
+                side: {
+                    "client_process": 1000 * cpu[side][n][0] / appends,
+                    "machine": 1000 * cpu[side][n][1] / appends,
+                }
+                for side in ("store", "raw")
+            },
         }
     return {
         "appends_per_writer": PER_WRITER,
@@ -527,6 +547,17 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
                 unit="appends/s",
                 baseline_name=f"{n} async psycopg conn. INSERT+COMMIT",
                 goal=(">=", GOAL_SHARE_32) if n == max(WRITERS) else None,
+            )
+        )
+    most = writers[str(max(WRITERS))]["cpu_ms_per_append"]
+    if most["raw"]["machine"] > 0:
+        rows.append(
+            comparison(
+                f"CPU per append, client + server, {max(WRITERS)} writers (info)",
+                most["store"]["machine"],
+                most["raw"]["machine"],
+                unit="ms",
+                baseline_name="async psycopg INSERT+COMMIT",
             )
         )
     rows.append(

@@ -1,7 +1,7 @@
 """Every statement the PostgreSQL storage sends, named and kept together.
 
 Hand-written SQL rather than SQLAlchemy Core on the storage's path: these
-run on every append and read, psycopg prepares each after a few uses, and
+run on every append and read, psycopg prepares each at its first use, and
 their exact shape matters for locking (`LOCK_STREAM`) and for round trips
 (`append_cte`). The feed's statements live with their argument, in
 `store.postgres.feed`. Placeholders are psycopg's `%(name)s`.
