@@ -150,7 +150,9 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     conn = await raw_async_connection(url, settings)
     await conn.set_autocommit(True)
     try:
-        async with open_repository(url, settings, pool_size=SEQUENTIAL_POOL) as repository:
+        async with open_repository(
+            url, settings, pool_size=SEQUENTIAL_POOL, min_size=1
+        ) as repository:
             print(f"loading {WINDOW_SIZE:,} + {HISTORY_SIZE:,} messages ...", flush=True)
             small = await load(repository, conn, WINDOW_SIZE, seed=5)
             large = await load(repository, conn, HISTORY_SIZE, seed=6)

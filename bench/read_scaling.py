@@ -411,7 +411,7 @@ async def measure_appends(repository: Repository, conversations: list[Loaded]) -
 
 
 async def run(url: str, settings: Settings) -> dict[str, Any]:
-    async with open_repository(url, settings, pool_size=SEQUENTIAL_POOL) as repository:
+    async with open_repository(url, settings, pool_size=SEQUENTIAL_POOL, min_size=1) as repository:
         explainer = make_sync_engine(url, settings)
         try:
             return await _run(repository, explainer, url, settings)

@@ -399,7 +399,9 @@ async def storage(settings: Settings, *, text_index: bool = True) -> dict[str, A
         setup_raw_table(url, settings)
         if not text_index:
             drop_text_index(url, settings)
-        async with open_repository(url, settings, pool_size=SEQUENTIAL_POOL) as repository:
+        async with open_repository(
+            url, settings, pool_size=SEQUENTIAL_POOL, min_size=1
+        ) as repository:
             stream = await Stream.create(repository)
             vacuum(url, settings)
             before = table_sizes(url, settings, "public")
@@ -447,8 +449,10 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     with bench_database(settings) as unindexed_url:
         drop_text_index(unindexed_url, settings)
         async with (
-            open_repository(url, settings, pool_size=SEQUENTIAL_POOL) as repository,
-            open_repository(unindexed_url, settings, pool_size=SEQUENTIAL_POOL) as unindexed,
+            open_repository(url, settings, pool_size=SEQUENTIAL_POOL, min_size=1) as repository,
+            open_repository(
+                unindexed_url, settings, pool_size=SEQUENTIAL_POOL, min_size=1
+            ) as unindexed,
         ):
             print("single-message appends ...", flush=True)
             single = await single_append(repository, unindexed, url, settings)

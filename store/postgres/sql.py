@@ -106,6 +106,8 @@ def _window_source(*, batch: bool, agent: bool) -> tuple[str, list[str]]:
 def window(*, batch: bool, agent: bool, page: bool = False) -> str:
     """A window in window order; `page`: from past `%(after)s`, at most
     `%(limit)s`, each with its sort key (the next page's cursor)."""
+    if not batch and not agent:
+        return _every_window(page=page)
     source, conditions = _window_source(batch=batch, agent=agent)
     columns, limit = MESSAGE_COLUMNS, ""
     if page:
@@ -115,6 +117,44 @@ def window(*, batch: bool, agent: bool, page: bool = False) -> str:
         f"SELECT {columns} FROM {source} WHERE {' AND '.join(conditions)}"
         f" ORDER BY b.sort_key{limit}"
     )
+
+
+# Every agent's window, in two branches of which one runs: while no agent has
+# a window of its own (`agent_batches` empty, the usual case) it is the
+# current batch, a plain index range; else each message's own agent decides.
+# One statement for both read the agent map per row and misled the planner
+# (it expected a handful of rows, and probed `events` 5,000 times for a
+# 5,000-message window): 20 ms of server time, against 12 ms now.
+_NO_OWN_WINDOWS = "agent_batches = '{}'::jsonb"
+_EVERY_WINDOW_COLUMNS = (
+    "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data AS body,"
+    " ed.data AS edit, m.pinned, b.sort_key AS window_key"
+)
+
+
+def _every_window(*, page: bool) -> str:
+    shared = [
+        "b.conversation_id = %(cid)s",
+        "b.batch = (SELECT current_batch FROM conversations"
+        f" WHERE id = %(cid)s AND {_NO_OWN_WINDOWS})",
+    ]
+    source, own = _window_source(batch=False, agent=False)
+    own.append(f"(SELECT NOT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)")
+    columns, limit = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned", ""
+    if page:
+        for conditions in (shared, own):
+            conditions.append("b.sort_key > %(after)s")
+        # Each branch stops at the page's end too: an index range, not the window.
+        columns, limit = f"{columns}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
+    branches = " UNION ALL ".join(
+        f"(SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_} WHERE {' AND '.join(conditions)}{limit})"
+        for from_, conditions in (
+            (f"batch_members AS b{_MEMBERS}", shared),
+            (source, own),
+        )
+    )
+    outer_limit = " LIMIT %(limit)s" if page else ""
+    return f"SELECT {columns} FROM ({branches}) AS windows ORDER BY window_key{outer_limit}"
 
 
 @cache
