@@ -133,24 +133,27 @@ _EVERY_WINDOW_COLUMNS = (
 
 
 def _every_window(*, page: bool) -> str:
-    shared = [
-        "b.conversation_id = %(cid)s",
-        "b.batch = (SELECT current_batch FROM conversations"
-        f" WHERE id = %(cid)s AND {_NO_OWN_WINDOWS})",
-    ]
+    shared = ["c.id = %(cid)s", f"c.{_NO_OWN_WINDOWS}"]
+    shared_source = (
+        "conversations AS c JOIN batch_members AS b"
+        f" ON b.conversation_id = c.id AND b.batch = c.current_batch{_MEMBERS}"
+    )
     source, own = _window_source(batch=False, agent=False)
-    own.append(f"(SELECT NOT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)")
     columns, limit = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned", ""
     if page:
         for conditions in (shared, own):
             conditions.append("b.sort_key > %(after)s")
         # Each branch stops at the page's end too: an index range, not the window.
         columns, limit = f"{columns}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
+    # Each branch under its own test of the map, evaluated once before the
+    # branch starts (a one-time filter above it), so the other never runs.
     branches = " UNION ALL ".join(
-        f"(SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_} WHERE {' AND '.join(conditions)}{limit})"
-        for from_, conditions in (
-            (f"batch_members AS b{_MEMBERS}", shared),
-            (source, own),
+        f"(SELECT * FROM (SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_}"
+        f" WHERE {' AND '.join(conditions)}{limit} OFFSET 0) AS branch"
+        f" WHERE (SELECT {test}{_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s))"
+        for from_, conditions, test in (
+            (shared_source, shared, ""),
+            (source, own, "NOT "),
         )
     )
     outer_limit = " LIMIT %(limit)s" if page else ""
