@@ -61,6 +61,14 @@ async def test_each_agents_messages_join_its_own_window(
     assert seqs(await repository.visible_window(cid, agent_id="main")) == [1, 2, 5, 6, 8]
     # No agent named: every agent's current window, in window order.
     assert seqs(await repository.visible_window(cid)) == [1, 2, 5, 6, 8, 9]
+    paged: list[int] = []
+    cursor = None
+    while True:
+        page = await repository.read_window(cid, cursor=cursor, limit=2)
+        paged += seqs(page.items)
+        if (cursor := page.next_cursor) is None:
+            break
+    assert paged == [1, 2, 5, 6, 8, 9]
     conversation = await repository.get_conversation(cid)
     assert conversation.current_batch == 1  # the main agent's
     counts = await repository.count_by_role(cid)
