@@ -108,6 +108,8 @@ def window(*, batch: bool, agent: bool, page: bool = False) -> str:
     `%(limit)s`, each with its sort key (the next page's cursor)."""
     if not batch and not agent:
         return _every_window(page=page)
+    if not batch:
+        return _agent_window(_WINDOW_OUTPUT, page=page)
     source, conditions = _window_source(batch=batch, agent=agent)
     columns, limit = MESSAGE_COLUMNS, ""
     if page:
@@ -139,7 +141,7 @@ def _every_window(*, page: bool) -> str:
         f" ON b.conversation_id = c.id AND b.batch = c.current_batch{_MEMBERS}"
     )
     source, own = _window_source(batch=False, agent=False)
-    columns, limit = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned", ""
+    columns, limit = _WINDOW_OUTPUT, ""
     if page:
         for conditions in (shared, own):
             conditions.append("b.sort_key > %(after)s")
@@ -158,6 +160,55 @@ def _every_window(*, page: bool) -> str:
     )
     outer_limit = " LIMIT %(limit)s" if page else ""
     return f"SELECT {columns} FROM ({branches}) AS windows ORDER BY window_key{outer_limit}"
+
+
+# An agent's current window, in two branches of which one runs, by the
+# batch it is in. Batch 1 (no batch operation yet): the window is all of the
+# agent's history, read as one range and hash-joined. A later batch: usually a
+# compaction's few hundred messages in a long history, read member by member
+# in window order (index probes). The planner cannot tell the two apart: it
+# sees only "some batch of this conversation" and estimated half of it, which
+# for a 302-message window in 20,000 messages was a hash join over all
+# 20,000 (23 ms, against 1.6 ms member by member).
+_WINDOW_OUTPUT = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned"
+_BY_MEMBER = (
+    "batch_members AS b"
+    " JOIN LATERAL (SELECT m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned,"
+    " m.event_version, m.edit_version FROM messages AS m"
+    " WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq"
+    " AND m.agent_id = %(agent)s OFFSET 0) AS m ON true"
+    " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
+    " WHERE e.conversation_id = b.conversation_id AND e.version = m.event_version"
+    " OFFSET 0) AS e ON true"
+    " LEFT JOIN LATERAL (SELECT ed.data FROM events AS ed"
+    " WHERE ed.conversation_id = b.conversation_id AND ed.version = m.edit_version"
+    " OFFSET 0) AS ed ON true"
+)  # OFFSET 0: each stays a probe per member, not a join the planner may hash
+
+
+def _agent_window(output: str, *, page: bool) -> str:
+    first = [
+        "b.conversation_id = %(cid)s",
+        "b.batch = 1",
+        "m.agent_id = %(agent)s",
+    ]
+    later = ["b.conversation_id = %(cid)s", f"b.batch = {_BATCH_OF_AGENT}"]
+    limit = ""
+    if page:
+        for conditions in (first, later):
+            conditions.append("b.sort_key > %(after)s")
+        output, limit = f"{output}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
+    branches = " UNION ALL ".join(
+        f"(SELECT * FROM (SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_}"
+        f" WHERE {' AND '.join(conditions)}{limit} OFFSET 0) AS branch"
+        f" WHERE {_BATCH_OF_AGENT} {test} 1)"
+        for from_, conditions, test in (
+            (f"batch_members AS b{_MEMBERS}", first, "="),
+            (_BY_MEMBER, later, "<>"),
+        )
+    )
+    outer_limit = " LIMIT %(limit)s" if page else ""
+    return f"SELECT {output} FROM ({branches}) AS windows ORDER BY window_key{outer_limit}"
 
 
 @cache
@@ -278,13 +329,7 @@ MESSAGES_WRITTEN_BY = (
 )
 
 # The assembler's input: the agent's window, bodies only.
-ASSEMBLY_WINDOW = (
-    "SELECT e.data, ed.data FROM batch_members AS b"
-    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    f"{MESSAGE_JOINS}"
-    f" WHERE b.conversation_id = %(cid)s AND b.batch = {_BATCH_OF_AGENT}"
-    " AND m.agent_id = %(agent)s ORDER BY b.sort_key"
-)
+ASSEMBLY_WINDOW = _agent_window("body, edit", page=False)
 
 # The nearest sort keys around `key`: the nearest ordinary message (its key
 # is its seq: the primary key) or inserted one (the partial index), whichever
