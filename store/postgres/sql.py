@@ -134,32 +134,41 @@ _EVERY_WINDOW_COLUMNS = (
 )
 
 
+def _one_of(branches: list[tuple[str, list[str], str]], output: str, *, page: bool) -> str:
+    """A window read as branches of which one runs: each `(from, where, gate)`
+    under its `gate`, a test evaluated once before the branch starts (a
+    one-time filter above it), so a branch whose gate is false never starts.
+    `page`: from past `%(after)s`, at most `%(limit)s`, with `window_key`."""
+    limit = ""
+    if page:
+        for _, conditions, _ in branches:
+            conditions.append("b.sort_key > %(after)s")
+        # Each branch stops at the page's end too: an index range, not the window.
+        output, limit = f"{output}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
+    union = " UNION ALL ".join(
+        f"(SELECT * FROM (SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_}"
+        f" WHERE {' AND '.join(conditions)}{limit} OFFSET 0) AS branch WHERE {gate})"
+        for from_, conditions, gate in branches
+    )
+    outer_limit = " LIMIT %(limit)s" if page else ""
+    return f"SELECT {output} FROM ({union}) AS windows ORDER BY window_key{outer_limit}"
+
+
 def _every_window(*, page: bool) -> str:
-    shared = ["c.id = %(cid)s", f"c.{_NO_OWN_WINDOWS}"]
     shared_source = (
         "conversations AS c JOIN batch_members AS b"
         f" ON b.conversation_id = c.id AND b.batch = c.current_batch{_MEMBERS}"
     )
     source, own = _window_source(batch=False, agent=False)
-    columns, limit = _WINDOW_OUTPUT, ""
-    if page:
-        for conditions in (shared, own):
-            conditions.append("b.sort_key > %(after)s")
-        # Each branch stops at the page's end too: an index range, not the window.
-        columns, limit = f"{columns}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
-    # Each branch under its own test of the map, evaluated once before the
-    # branch starts (a one-time filter above it), so the other never runs.
-    branches = " UNION ALL ".join(
-        f"(SELECT * FROM (SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_}"
-        f" WHERE {' AND '.join(conditions)}{limit} OFFSET 0) AS branch"
-        f" WHERE (SELECT {test}{_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s))"
-        for from_, conditions, test in (
-            (shared_source, shared, ""),
-            (source, own, "NOT "),
-        )
+    no_own = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
+    return _one_of(
+        [
+            (shared_source, ["c.id = %(cid)s", f"c.{_NO_OWN_WINDOWS}"], no_own),
+            (source, own, f"NOT {no_own}"),
+        ],
+        _WINDOW_OUTPUT,
+        page=page,
     )
-    outer_limit = " LIMIT %(limit)s" if page else ""
-    return f"SELECT {columns} FROM ({branches}) AS windows ORDER BY window_key{outer_limit}"
 
 
 # An agent's current window, in two branches of which one runs, by the
@@ -187,28 +196,16 @@ _BY_MEMBER = (
 
 
 def _agent_window(output: str, *, page: bool) -> str:
-    first = [
-        "b.conversation_id = %(cid)s",
-        "b.batch = 1",
-        "m.agent_id = %(agent)s",
-    ]
+    first = ["b.conversation_id = %(cid)s", "b.batch = 1", "m.agent_id = %(agent)s"]
     later = ["b.conversation_id = %(cid)s", f"b.batch = {_BATCH_OF_AGENT}"]
-    limit = ""
-    if page:
-        for conditions in (first, later):
-            conditions.append("b.sort_key > %(after)s")
-        output, limit = f"{output}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
-    branches = " UNION ALL ".join(
-        f"(SELECT * FROM (SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_}"
-        f" WHERE {' AND '.join(conditions)}{limit} OFFSET 0) AS branch"
-        f" WHERE {_BATCH_OF_AGENT} {test} 1)"
-        for from_, conditions, test in (
-            (f"batch_members AS b{_MEMBERS}", first, "="),
-            (_BY_MEMBER, later, "<>"),
-        )
+    return _one_of(
+        [
+            (f"batch_members AS b{_MEMBERS}", first, f"{_BATCH_OF_AGENT} = 1"),
+            (_BY_MEMBER, later, f"{_BATCH_OF_AGENT} <> 1"),
+        ],
+        output,
+        page=page,
     )
-    outer_limit = " LIMIT %(limit)s" if page else ""
-    return f"SELECT {output} FROM ({branches}) AS windows ORDER BY window_key{outer_limit}"
 
 
 @cache
