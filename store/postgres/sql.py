@@ -132,6 +132,8 @@ _EVERY_WINDOW_COLUMNS = (
     "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data AS body,"
     " ed.data AS edit, m.pinned, b.sort_key AS window_key"
 )
+# What a window read returns: `MESSAGE_COLUMNS`, by the names above.
+_WINDOW_OUTPUT = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned"
 
 
 def _one_of(branches: list[tuple[str, list[str], str]], output: str, *, page: bool) -> str:
@@ -139,15 +141,15 @@ def _one_of(branches: list[tuple[str, list[str], str]], output: str, *, page: bo
     under its `gate`, a test evaluated once before the branch starts (a
     one-time filter above it), so a branch whose gate is false never starts.
     `page`: from past `%(after)s`, at most `%(limit)s`, with `window_key`."""
-    limit = ""
+    after, limit = [], ""
     if page:
-        for _, conditions, _ in branches:
-            conditions.append("b.sort_key > %(after)s")
         # Each branch stops at the page's end too: an index range, not the window.
+        after = ["b.sort_key > %(after)s"]
         output, limit = f"{output}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
     union = " UNION ALL ".join(
         f"(SELECT * FROM (SELECT {_EVERY_WINDOW_COLUMNS} FROM {from_}"
-        f" WHERE {' AND '.join(conditions)}{limit} OFFSET 0) AS branch WHERE {gate})"
+        f" WHERE {' AND '.join([*conditions, *after])}{limit} OFFSET 0) AS branch"
+        f" WHERE {gate})"
         for from_, conditions, gate in branches
     )
     outer_limit = " LIMIT %(limit)s" if page else ""
@@ -179,7 +181,6 @@ def _every_window(*, page: bool) -> str:
 # sees only "some batch of this conversation" and estimated half of it, which
 # for a 302-message window in 20,000 messages was a hash join over all
 # 20,000 (23 ms, against 1.6 ms member by member).
-_WINDOW_OUTPUT = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned"
 _BY_MEMBER = (
     "batch_members AS b"
     " JOIN LATERAL (SELECT m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned,"

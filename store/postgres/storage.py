@@ -15,8 +15,9 @@ Why pipeline mode and a CTE rather than a server-side function: the
 decisions (`store.commands`) and the projector stay in Python, shared with
 the in-memory storage, and SQL only writes the rows it is given; psycopg
 prepares each statement shape at its first use on a connection, so the
-server plans none of them again. A server function would have moved the projection into
-PL/pgSQL — a second implementation to keep equal to the fake's.
+server plans none of them again. A server function would have moved the
+projection into PL/pgSQL — a second implementation to keep equal to the
+fake's.
 
 Reads go out in one sync too: the conversation's row (does it exist, for
 this tenant, not deleted) and the read itself, pipelined.
