@@ -116,29 +116,33 @@ _MESSAGE_DEFAULTS["tool_calls"] = ()
 _MESSAGE_DEFAULTS["reasoning"] = ()
 
 
-def _fields(data: Mapping[str, Any], content: Any) -> dict[str, Any]:
-    values = _MESSAGE_DEFAULTS.copy()
+# A StoredMessage's: the same, then its own fields, which the reader sets.
+_STORED_DEFAULTS: dict[str, Any] = {
+    **_MESSAGE_DEFAULTS,
+    **{name: None for name in StoredMessage.model_fields if name not in _MESSAGE_DEFAULTS},
+}
+
+
+def _fields(
+    data: Mapping[str, Any], content: Any, defaults: dict[str, Any] = _MESSAGE_DEFAULTS
+) -> dict[str, Any]:
+    values = defaults.copy()
     values.update(data)
     values["kind"] = _KINDS[values["kind"]]
     if content is not None:
         values["content"] = content
     if values["content"].__class__ is not str:
         values["content"] = tuple(map(_part, values["content"]))
-    calls = values["tool_calls"]
-    if calls:
+    # Absent from `data` (the usual case), the defaults' empty tuples stand.
+    if "tool_calls" in data:
         values["tool_calls"] = tuple(
             _build(
                 ToolCall, {"id": c["id"], "name": c["name"], "arguments": c.get("arguments", {})}
             )
-            for c in calls
+            for c in data["tool_calls"]
         )
-    elif calls.__class__ is list:
-        values["tool_calls"] = ()
-    reasoning = values["reasoning"]
-    if reasoning:
-        values["reasoning"] = tuple(map(_reasoning, reasoning))
-    elif reasoning.__class__ is list:
-        values["reasoning"] = ()
+    if "reasoning" in data:
+        values["reasoning"] = tuple(map(_reasoning, data["reasoning"]))
     if "metadata" not in data:
         values["metadata"] = {}  # each message its own, as pydantic's default_factory
     return values
@@ -181,14 +185,16 @@ def decode_stored(
 
     An edited message carries the edit's content and token estimate.
     """
-    fields = _fields(data, edited_content)
-    if edited_content is not None:
-        fields["token_estimate"] = token_estimate
+    fields = _fields(data, edited_content, _STORED_DEFAULTS)
     fields["seq"] = seq
     fields["batch"] = batch
     fields["role_ordinal"] = role_ordinal
     fields["recorded_at"] = recorded_at
-    fields["edited"] = edited_content is not None
+    if edited_content is None:
+        fields["edited"] = False
+    else:
+        fields["token_estimate"] = token_estimate
+        fields["edited"] = True
     fields["pinned"] = pinned
     return _build(StoredMessage, fields)
 

@@ -46,6 +46,17 @@ CONVERSATION = (
     " WHERE id = %(cid)s"
 )
 
+# The check of CONVERSATION (`_check_readable` in storage.py) as a condition,
+# for a read that carries it in its own statement: its rows come back only
+# when `tenant` may read the conversation. One probe of the primary key,
+# evaluated once; an empty answer is told apart (missing, deleted, or just
+# an empty page) by reading CONVERSATION after all.
+READABLE = (
+    "EXISTS (SELECT FROM conversations AS readable WHERE readable.id = %(cid)s"
+    " AND readable.tenant = %(tenant)s AND readable.version <> 0"
+    " AND readable.deleted_at IS NULL)"
+)
+
 # --- messages ---------------------------------------------------------------------
 
 # The events' JSON comes back whole (`json` is returned as stored: no
@@ -215,7 +226,7 @@ def recent_in_window(*, agent: bool) -> str:
     source, conditions = _window_source(batch=False, agent=agent)
     return (
         f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, b.sort_key AS window_key FROM {source}"
-        f" WHERE {' AND '.join(conditions)} AND m.role = %(role)s"
+        f" WHERE {' AND '.join(conditions)} AND m.role = %(role)s AND {READABLE}"
         " ORDER BY b.sort_key DESC LIMIT %(n)s) AS recent ORDER BY window_key"
     )
 
@@ -239,7 +250,7 @@ RECENT_IN_HISTORY = (
     " JOIN messages AS m ON m.conversation_id = i.conversation_id AND m.seq = i.seq"
     f"{MESSAGE_JOINS}"
     " WHERE i.conversation_id = %(cid)s AND i.role = %(role)s"
-    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
+    f" AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s) AND {READABLE}"
     " ORDER BY i.ordinal DESC LIMIT %(n)s) AS recent ORDER BY ordinal"
 )
 
@@ -248,7 +259,7 @@ ROLE_RANGE = (
     " JOIN messages AS m ON m.conversation_id = i.conversation_id AND m.seq = i.seq"
     f"{MESSAGE_JOINS}"
     " WHERE i.conversation_id = %(cid)s AND i.role = %(role)s"
-    " AND i.ordinal BETWEEN %(first)s AND %(last)s ORDER BY i.ordinal"
+    f" AND i.ordinal BETWEEN %(first)s AND %(last)s AND {READABLE} ORDER BY i.ordinal"
 )
 
 # Each role's count is kept in the stream row (`role_counts`, in ROLES order).
@@ -276,8 +287,15 @@ def history(
     filter skips some). `visible` keeps the current batch's members: a
     primary-key probe of `batch_members` per row (a message's sort key is
     its key there). One statement shape per filter combination, so each
-    plan fits its filters (no `param IS NULL OR ...` generic plans)."""
-    conditions = ["m.conversation_id = %(cid)s", "m.seq > %(after)s", "m.seq < %(before)s"]
+    plan fits its filters (no `param IS NULL OR ...` generic plans). It
+    checks that the tenant may read the conversation (READABLE), so a page is
+    one statement."""
+    conditions = [
+        "m.conversation_id = %(cid)s",
+        "m.seq > %(after)s",
+        "m.seq < %(before)s",
+        READABLE,
+    ]
     if role:
         conditions.append("m.role = %(role)s")
     if agent:
@@ -299,10 +317,6 @@ def history(
         f"SELECT {MESSAGE_COLUMNS} FROM {source}{MESSAGE_JOINS}"
         f" WHERE {' AND '.join(conditions)} ORDER BY m.seq{direction} LIMIT %(limit)s"
     )
-
-
-HISTORY_ASC = history(descending=False)
-HISTORY_DESC = history(descending=True)
 
 
 BATCH_MESSAGES = (

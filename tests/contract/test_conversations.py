@@ -29,6 +29,8 @@ READS: dict[str, Read] = {
     "get_conversation": lambda r, c: r.get_conversation(c),
     "visible_window": lambda r, c: r.visible_window(c),
     "recent_by_role": lambda r, c: r.recent_by_role(c, "user", 3),
+    "recent_by_role_history": lambda r, c: r.recent_by_role(c, "user", 3, scope="history"),
+    "read_messages": lambda r, c: r.read_messages(c, order="desc", limit=5),
     "role_range": lambda r, c: r.role_range(c, "user", 1, 2),
     "count_by_role": lambda r, c: r.count_by_role(c),
     "tool_blocks": lambda r, c: r.tool_blocks(c),

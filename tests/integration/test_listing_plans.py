@@ -30,6 +30,7 @@ async def test_the_last_n_messages_walk_the_primary_key_backwards(
     assert [m.seq for m in page.items] == [3000, 2999, 2998, 2997, 2996]
     params = {
         "cid": stream_id(repository.tenant, key),
+        "tenant": repository.tenant,
         "after": -1,
         "before": 2**62,
         "limit": 5,

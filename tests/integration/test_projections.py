@@ -85,7 +85,15 @@ async def test_a_role_query_reads_only_its_partition(
     assert "message_role_index_user" in plan
     assert "message_role_index_assistant" not in plan
     # The storage's own role reads, with the role as a parameter, too.
-    params = {"cid": sid, "role": "user", "agent": None, "n": 3, "first": 1, "last": 2}
+    params = {
+        "cid": sid,
+        "tenant": repository.tenant,
+        "role": "user",
+        "agent": None,
+        "n": 3,
+        "first": 1,
+        "last": 2,
+    }
     for statement in (sql.RECENT_IN_HISTORY, sql.ROLE_RANGE):
         plan = _plan(await _rows(storage, f"EXPLAIN {statement}", params))
         assert "message_role_index_user" in plan

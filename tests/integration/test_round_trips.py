@@ -119,3 +119,29 @@ async def test_a_read_is_one_round_trip(storage: PostgresStorage) -> None:
         await repository.visible_window(conversation.id)
 
     assert await _wire(storage, reads) == (1, 2)  # the conversation's row, the window
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        pytest.param(lambda r, c: r.read_messages(c, order="desc", limit=5), id="last 5"),
+        pytest.param(lambda r, c: r.recent_by_role(c, "user", 3), id="recent in window"),
+        pytest.param(
+            lambda r, c: r.recent_by_role(c, "user", 3, scope="history"), id="recent in history"
+        ),
+        pytest.param(lambda r, c: r.role_range(c, "user", 2, 4), id="role range"),
+    ],
+)
+async def test_a_short_read_is_one_statement(
+    storage: PostgresStorage, read: Callable[[Repository, str], Awaitable[Any]]
+) -> None:
+    """The tenant check rides in the read's own statement (sql.READABLE);
+    only an empty answer reads the conversation's row as well."""
+    repository = Repository(storage)
+    conversation = await repository.create_conversation()
+    await repository.append_messages(conversation.id, [user(f"m{i}") for i in range(10)])
+    empty = await repository.create_conversation()
+    await read(repository, conversation.id)  # prepared: its first use parses it apart
+
+    assert await _wire(storage, lambda: read(repository, conversation.id)) == (1, 1)
+    assert await _wire(storage, lambda: read(repository, empty.id)) == (2, 2)
