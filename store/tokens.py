@@ -8,10 +8,10 @@ files; plug in a real tokenizer by passing any `TokenCounter`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from store.json_text import sorted_json
 from store.messages import ImagePart, Message
 
 TokenCounter = Callable[[str], int]
@@ -19,8 +19,8 @@ TokenCounter = Callable[[str], int]
 MESSAGE_OVERHEAD = 3
 IMAGE_TOKENS = 85  # a low-detail image in OpenAI's accounting
 
-# json.dumps(..., sort_keys=True) without building a new encoder at every call.
-_sorted_json = json.JSONEncoder(sort_keys=True).encode
+# json.dumps(..., sort_keys=True), its encoder built once (store.json_text).
+_sorted_json = sorted_json()
 
 
 def approximate_tokens(text: str) -> int:

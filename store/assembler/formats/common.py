@@ -3,12 +3,12 @@ small conversions (image URLs, argument JSON, mid-conversation system text)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from store.assembler.diagnostics import Repair
 from store.assembler.reminders import wrap_reminder
+from store.json_text import sorted_json
 from store.messages import ImagePart, Message, TextPart
 
 # The text of the minimal user turn added when a provider needs the history to
@@ -32,9 +32,9 @@ class Rendered:
     cache_breakpoints: tuple[str, ...] = field(default=())
 
 
-# What json.dumps(..., sort_keys=True, ensure_ascii=False) does, without
-# building a new encoder at every call.
-_encode_arguments = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+# json.dumps(..., sort_keys=True, ensure_ascii=False), its encoder built once
+# (store.json_text).
+_encode_arguments = sorted_json(ensure_ascii=False)
 
 
 def arguments_json(arguments: dict[str, Any]) -> str:

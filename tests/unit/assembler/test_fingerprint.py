@@ -1,0 +1,48 @@
+"""The stable-prefix fingerprint: the fast pass of `stable_prefix` hashes
+exactly the text the definition (`fingerprint`, `message_record`) names."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from store.assembler.fingerprint import fingerprint, stable_prefix
+from store.messages import Message
+from store.tokens import approximate_tokens, estimate_message_tokens
+from tests.unit.assembler.builders import AC, T, U
+from tests.unit.assembler.strategies import conversations
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+@settings(
+    max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    conversation=conversations(),
+    system_prompt=st.none() | st.sampled_from(["", "be brief", "é\n"]),
+    approximate=st.booleans(),
+)
+def test_the_fast_pass_is_the_definition(
+    conversation: tuple[list[Message], str], system_prompt: str | None, approximate: bool
+) -> None:
+    messages, _ = conversation
+    count = approximate_tokens if approximate else words
+    prefix, tokens = stable_prefix(
+        format="anthropic", system_prompt=system_prompt, prefix=messages, count=count
+    )
+    assert prefix.fingerprint == fingerprint(
+        format="anthropic", system_prompt=system_prompt, prefix=messages
+    )
+    assert tokens == sum(estimate_message_tokens(m, count) for m in messages)
+
+
+def test_the_fingerprint_of_a_known_prefix_never_changes() -> None:
+    """Version 2's value for these messages: a change to the definition
+    must change the version (the header), not silently the value."""
+    messages = [U("héllo"), AC(1), T(1), U("next")]
+    assert fingerprint(format="openai-chat", system_prompt="be brief", prefix=messages) == (
+        "abcb8d51c8542812c51b47951c4385eac44cb7996804b538767c36defae66dd2"
+    )
