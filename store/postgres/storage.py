@@ -824,14 +824,14 @@ class PostgresStorage:
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
     ) -> list[StoredMessage]:
         return await self._checked_messages(
-            conversation_id, tenant, sql.RECENT_IN_HISTORY, role=role, n=n, agent=agent_id
+            conversation_id, tenant, sql.recent_in_history(role), n=n, agent=agent_id
         )
 
     async def role_range(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, first: int, last: int
     ) -> list[StoredMessage]:
         return await self._checked_messages(
-            conversation_id, tenant, sql.ROLE_RANGE, role=role, first=first, last=last
+            conversation_id, tenant, sql.role_range(role), first=first, last=last
         )
 
     async def count_in_window(self, conversation_id: uuid.UUID, tenant: str) -> dict[Role, int]:

@@ -75,6 +75,9 @@ async def test_each_agents_messages_join_its_own_window(
     assert (counts["user"], counts["assistant"]) == (4, 2)
     [recent] = await repository.recent_by_role(cid, "user", 1, agent_id="helper")
     assert recent.seq == 9
+    # No agent named, with an agent in a window of its own: across the windows.
+    users = [m.seq for m in await repository.visible_window(cid) if m.role == "user"]
+    assert seqs(await repository.recent_by_role(cid, "user", 2)) == users[-2:]
     visible = await repository.read_messages(cid, scope="visible")
     assert seqs(visible) == [1, 2, 5, 6, 8, 9]
 

@@ -94,7 +94,7 @@ async def test_a_role_query_reads_only_its_partition(
         "first": 1,
         "last": 2,
     }
-    for statement in (sql.RECENT_IN_HISTORY, sql.ROLE_RANGE):
+    for statement in (sql.recent_in_history("user"), sql.role_range("user")):
         plan = _plan(await _rows(storage, f"EXPLAIN {statement}", params))
         assert "message_role_index_user" in plan
         for other in ("system", "assistant", "tool"):
