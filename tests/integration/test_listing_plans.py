@@ -68,3 +68,33 @@ async def test_a_page_of_conversations_is_an_index_range(
         )
         plan = "\n".join(row[0] for row in await cursor.fetchall())
     assert "ix_conversations_tenant_created_at_id" in plan, plan
+
+
+async def test_short_reads_reuse_their_plans(database_url: str) -> None:
+    """A short read's LIMIT is hidden from the planner (`sql._limit_of`), so
+    from the sixth call on its prepared statement runs a reused plan rather
+    than being planned anew at every call."""
+    storage = await PostgresStorage.connect(database_url, min_size=1, max_size=1)
+    try:
+        repository = Repository(storage)
+        key = (await repository.create_conversation()).id
+        for _ in range(3):
+            batch = [Message(role=r, content="x") for r in ("user", "assistant") * 100]
+            await repository.append_messages(key, batch)
+        async with storage.pool.connection() as conn:
+            await conn.execute("ANALYZE")
+        for _ in range(7):
+            await repository.read_messages(key, order="desc", limit=50)
+            await repository.recent_by_role(key, "user", 3)
+            await repository.recent_by_role(key, "user", 50, scope="history")
+        async with storage.pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT left(statement, 60), generic_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%%LIMIT (SELECT%%'"
+                " AND statement NOT LIKE '%%pg_prepared_statements%%'"
+            )
+            plans = await cursor.fetchall()
+    finally:
+        await storage.close()
+    assert len(plans) == 3, plans
+    assert all(generic >= 1 for _, generic in plans), plans
