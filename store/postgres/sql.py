@@ -309,30 +309,33 @@ WINDOW_ENTRIES = (
 BATCH_OWNER = "SELECT agent_id FROM batches WHERE conversation_id = %(cid)s AND batch = %(batch)s"
 
 
-def _of_role(role: str) -> tuple[str, str]:
-    """`role`'s partition of `message_role_index`, as `i`, and the condition
-    that keeps its primary key's order usable.
+def _of_role(role: str, columns: str) -> str:
+    """`columns` of `role`'s messages this tenant may read, up to the WHERE
+    clause's end, for the caller's conditions to follow (AND ...).
 
-    The role is written into the statement (one statement per role), not
-    passed as a parameter: with a parameter, only a plan made for the call's
-    value could leave the other roles' partitions out, and a reusable plan
-    carried all four.
+    They are read from the role's partition of `message_role_index`, its
+    name and the role written into the statement (one statement per role),
+    not passed as a parameter: with a parameter, only a plan made for the
+    call's value could leave the other roles' partitions out, and a reusable
+    plan carried all four. (`i.role = ...` keeps the partition's primary key
+    order usable.)
     """
     if role not in ROLES:  # validated by the repository; never text from outside
         raise ValueError(f"unknown role {role!r}")
-    return f"message_role_index_{role} AS i", f"i.role = '{role}'"
+    return (
+        f"SELECT {columns} FROM message_role_index_{role} AS i"
+        " JOIN messages AS m ON m.conversation_id = i.conversation_id AND m.seq = i.seq"
+        f"{MESSAGE_JOINS}"
+        f" WHERE i.conversation_id = %(cid)s AND i.role = '{role}' AND {READABLE}"
+    )
 
 
 @cache
 def recent_in_history(role: str) -> str:
     """The last `%(n)s` messages of `role` in the whole history."""
-    partition, of_role = _of_role(role)
     return (
-        f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, i.ordinal FROM {partition}"
-        " JOIN messages AS m ON m.conversation_id = i.conversation_id AND m.seq = i.seq"
-        f"{MESSAGE_JOINS}"
-        f" WHERE i.conversation_id = %(cid)s AND {of_role}"
-        f" AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s) AND {READABLE}"
+        f"SELECT * FROM ({_of_role(role, f'{MESSAGE_COLUMNS}, i.ordinal')}"
+        " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
         f" ORDER BY i.ordinal DESC {_limit_of('n')}) AS recent ORDER BY ordinal"
     )
 
@@ -340,13 +343,9 @@ def recent_in_history(role: str) -> str:
 @cache
 def role_range(role: str) -> str:
     """`role`'s messages `%(first)s`..`%(last)s` (ordinals, 1-based)."""
-    partition, of_role = _of_role(role)
     return (
-        f"SELECT {MESSAGE_COLUMNS} FROM {partition}"
-        " JOIN messages AS m ON m.conversation_id = i.conversation_id AND m.seq = i.seq"
-        f"{MESSAGE_JOINS}"
-        f" WHERE i.conversation_id = %(cid)s AND {of_role}"
-        f" AND i.ordinal BETWEEN %(first)s AND %(last)s AND {READABLE} ORDER BY i.ordinal"
+        f"{_of_role(role, MESSAGE_COLUMNS)}"
+        " AND i.ordinal BETWEEN %(first)s AND %(last)s ORDER BY i.ordinal"
     )
 
 
