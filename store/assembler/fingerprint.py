@@ -89,6 +89,21 @@ def _dumps(values: Sequence[Any]) -> str:
     return _field(_json([value.model_dump(mode="json") for value in values]))
 
 
+def _head(message: Message, calls_field: str, reasoning_field: str) -> str:
+    """A record up to its body: role, kind, flag, call id, calls, reasoning."""
+    kind = message.kind
+    try:
+        kind_text = kind._value_  # `f"{kind}"` would go through Enum.__format__: slow
+    except AttributeError:  # not a MessageKind member (a model_construct'ed message)
+        kind_text = str(kind)
+    call_id = message.tool_call_id
+    return (
+        f"{message.role}\n{kind_text}\n{'1' if message.is_error else '0'}\n"
+        f"{'-' if call_id is None else f'{len(call_id)}:{call_id}'}\n{calls_field}\n"
+        f"{reasoning_field}\n"
+    )
+
+
 def message_record(message: Message, arguments: Sequence[str] | None = None) -> str:
     """The text one message adds to the fingerprint (see the module docstring).
 
@@ -96,14 +111,8 @@ def message_record(message: Message, arguments: Sequence[str] | None = None) -> 
     """
     if not _EXACT:
         return "J" + _field(_json(message.model_dump(mode="json", include=set(_PROVIDER_FIELDS))))
-    kind = message.kind
-    try:
-        kind_text = kind._value_  # `f"{kind}"` would go through Enum.__format__: slow
-    except AttributeError:  # not a MessageKind member (a model_construct'ed message)
-        kind_text = str(kind)
     content = message.content
     calls = message.tool_calls
-    call_id = message.tool_call_id
     if calls:
         texts = arguments if arguments is not None else [arguments_text(c.arguments) for c in calls]
         calls_field = _field(
@@ -114,25 +123,17 @@ def message_record(message: Message, arguments: Sequence[str] | None = None) -> 
         )
     else:
         calls_field = "0:"
-    head = (
-        f"{message.role}\n{kind_text}\n{'1' if message.is_error else '0'}\n"
-        f"{'-' if call_id is None else f'{len(call_id)}:{call_id}'}\n{calls_field}\n"
-        f"{_dumps(message.reasoning) if message.reasoning else '0:'}\n"
-    )
+    head = _head(message, calls_field, _dumps(message.reasoning) if message.reasoning else "0:")
     if isinstance(content, str):
         return f"{head}s{len(content)}:{content}\n"
     return f"{head}p{_dumps(content)}\n"
 
 
 def _plain_head(message: Message) -> str:
-    """The start of the record of a message with string content, no tool
-    calls and no reasoning, up to the body's length: the same for every such
-    message of one role, kind, error flag and tool call id."""
-    call_id = message.tool_call_id
-    return (
-        f"{message.role}\n{message.kind._value_}\n{'1' if message.is_error else '0'}\n"
-        f"{'-' if call_id is None else f'{len(call_id)}:{call_id}'}\n0:\n0:\ns"
-    )
+    """The record of a message with string content, no tool calls and no
+    reasoning, up to the body's length: the same for every such message of
+    one role, kind, error flag and tool call id."""
+    return f"{_head(message, '0:', '0:')}s"
 
 
 def _header(format: str, system_prompt: str | None) -> bytes:

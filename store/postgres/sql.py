@@ -154,6 +154,9 @@ def window(*, batch: bool, agent: bool, page: bool = False) -> str:
 # (it expected a handful of rows, and probed `events` 5,000 times for a
 # 5,000-message window): 20 ms of server time, against 12 ms now.
 _NO_OWN_WINDOWS = "agent_batches = '{}'::jsonb"
+# The gate of that branch, and its batch as an index condition.
+_NO_OWN = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
+_IN_CURRENT_BATCH = "b.batch = (SELECT current_batch FROM conversations WHERE id = %(cid)s)"
 _EVERY_WINDOW_COLUMNS = (
     "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data AS body,"
     " ed.data AS edit, m.pinned, b.sort_key AS window_key"
@@ -180,10 +183,9 @@ def _gated(branches: list[Branch], columns: str, tail: str = "") -> str:
 
 
 def _one_of(branches: list[Branch], output: str, *, page: bool) -> str:
-    """A window read as branches of which one runs: each `(from, where, gate)`
-    under its `gate`, a test evaluated once before the branch starts (a
-    one-time filter above it), so a branch whose gate is false never starts.
-    `page`: from past `%(after)s`, at most `%(limit)s`, with `window_key`."""
+    """A window read as branches of which one runs (`_gated`), in window
+    order. `page`: from past `%(after)s`, at most `%(limit)s`, with
+    `window_key`."""
     after, limit = [], ""
     if page:
         # Each branch stops at the page's end too: an index range, not the window.
@@ -204,11 +206,10 @@ def _every_window(*, page: bool) -> str:
         f" ON b.conversation_id = c.id AND b.batch = c.current_batch{_MEMBERS}"
     )
     source, own = _window_source(batch=False, agent=False)
-    no_own = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
     return _one_of(
         [
-            (shared_source, ["c.id = %(cid)s", f"c.{_NO_OWN_WINDOWS}"], no_own),
-            (source, own, f"NOT {no_own}"),
+            (shared_source, ["c.id = %(cid)s", f"c.{_NO_OWN_WINDOWS}"], _NO_OWN),
+            (source, own, f"NOT {_NO_OWN}"),
         ],
         _WINDOW_OUTPUT,
         page=page,
@@ -249,11 +250,6 @@ def _agent_window(output: str, *, page: bool) -> str:
         output,
         page=page,
     )
-
-
-# Every agent's windows while none has one of its own: the current batch.
-_NO_OWN = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
-_IN_CURRENT_BATCH = "b.batch = (SELECT current_batch FROM conversations WHERE id = %(cid)s)"
 
 
 def _every_window_branches(members: str, conditions: list[str]) -> list[Branch]:

@@ -20,7 +20,9 @@ projection into PL/pgSQL — a second implementation to keep equal to the
 fake's.
 
 Reads go out in one sync too: the conversation's row (does it exist, for
-this tenant, not deleted) and the read itself, pipelined.
+this tenant, not deleted) and the read itself, pipelined. A short read (the
+last N, a role's n-th..m-th) carries that check in its own statement
+(`sql.READABLE`) and goes out alone; only an empty answer reads the row too.
 
 Per-conversation concurrency.
 
