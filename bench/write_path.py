@@ -518,9 +518,10 @@ def _storage_note(sizes: dict[str, Any]) -> str:
     return (
         f"a message: its event {events['table_and_toast'] / n:.0f} B (the log; the body is"
         f" stored only there), the events' indexes {events['indexes'] / n:.0f} B (words"
-        f" search index included), messages {per_message('messages'):.0f} B, per-role"
-        f" index tables {per_message('message_role_index'):.0f} B, batch membership"
-        f" {per_message('batch_members'):.0f} B, tool calls {per_message('tool_calls'):.0f} B"
+        f" search index included), messages {per_message('messages'):.0f} B (a message's row"
+        f" is its membership of the batch it arrived in), per-role index tables"
+        f" {per_message('message_role_index'):.0f} B, members carried by batch operations"
+        f" {per_message('batch_carried'):.0f} B, tool calls {per_message('tool_calls'):.0f} B"
     )
 
 

@@ -148,7 +148,7 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "ck_messages_role_known": _bug,
         "pk_message_role_index": _bug,
         "pk_batches": _bug,
-        "pk_batch_members": _bug,
+        "pk_batch_carried": _bug,
         "pk_tool_calls": _bug,  # duplicate call ids are InvalidMessage before any insert
         "ck_tool_calls_status_known": _bug,
         "pk_agent_profiles": _bug,  # upserted: ON CONFLICT … DO UPDATE
@@ -164,6 +164,8 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "uq_messages_sort_key": _bug,
         # An event without its conversation row would have skipped the stream lock.
         "fk_events_conversation_id_conversations": _bug,
+        # Retired by migration 0011 (renamed with its table, `batch_carried`).
+        "pk_batch_members": _bug,
     }
 )
 RETIRED_CONSTRAINTS: Final = frozenset(
@@ -173,6 +175,7 @@ RETIRED_CONSTRAINTS: Final = frozenset(
         "pk_conversation_heads",
         "uq_messages_sort_key",
         "fk_events_conversation_id_conversations",
+        "pk_batch_members",
     }
 )
 

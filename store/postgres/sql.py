@@ -105,27 +105,61 @@ _EVERY_WINDOW = (
     " FROM jsonb_each_text(c.agent_batches) AS w))"
     " AND b.batch = coalesce((c.agent_batches ->> m.agent_id)::int, c.current_batch)"
 )
-_MEMBERS = (
-    f" JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq{MESSAGE_JOINS}"
+# A batch's members come from two places (migration 0011; docs/storage.md,
+# "Batch membership"): the messages that arrived in it, each a member by its
+# own row, and those a batch operation carried over into it
+# (`batch_carried`). A read of members is a branch per source, with the
+# same conditions on `b` (the member: batch, sort key, seq) and `m` (its
+# message). In the arrivals' branch `b` is the message's own row, which the
+# planner flattens into `m`: `b.batch = …` and `ORDER BY b.sort_key` walk
+# `ix_messages_batch`, with no second visit of `messages`. (The view
+# `batch_members`, both sources in one, serves the reads that run once per
+# batch operation.)
+_ARRIVED = (
+    "messages AS m CROSS JOIN LATERAL (SELECT m.conversation_id, m.batch, m.sort_key, m.seq) AS b"
 )
+_CARRIED = (
+    "batch_carried AS b"
+    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
+)
+_SOURCES = (_ARRIVED, _CARRIED)
 
 
-def _window_source(*, batch: bool, agent: bool) -> tuple[str, list[str]]:
-    """FROM and WHERE of a window: batch `%(batch)s` (of agent `%(agent)s`,
-    if `agent`), else agent `%(agent)s`'s current window, else every
-    agent's current window."""
-    source = "batch_members AS b"
-    conditions = ["b.conversation_id = %(cid)s"]
+def _joined(source: str, on: str | None, joins: str) -> str:
+    """A member source, joined to the conversation's row `c` `on` a
+    condition if given, then `joins`."""
+    if on is None:
+        return f"{source}{joins}"
+    return f"conversations AS c JOIN ({source}) ON {on}{joins}"
+
+
+# A branch: (FROM, WHERE conditions, gate).
+Branch = tuple[str, list[str], str]
+
+
+def _from_each_source(
+    conditions: list[str], gate: str, *, on: str | None = None, joins: str = MESSAGE_JOINS
+) -> list[Branch]:
+    """One branch per member source, under the same gate."""
+    return [(_joined(source, on, joins), conditions, gate) for source in _SOURCES]
+
+
+def _window_conditions(*, batch: bool, agent: bool) -> tuple[str | None, list[str]]:
+    """The join to the conversation's row (None: none needed) and the
+    conditions of a window: batch `%(batch)s` (of agent `%(agent)s`, if
+    `agent`), else agent `%(agent)s`'s current window, else every agent's
+    current window."""
+    on, conditions = None, ["b.conversation_id = %(cid)s"]
     if batch:
         conditions.append("b.batch = %(batch)s")
     elif agent:
         conditions.append(f"b.batch = {_BATCH_OF_AGENT}")
     else:
-        source = "conversations AS c JOIN batch_members AS b ON b.conversation_id = c.id"
+        on = "b.conversation_id = c.id"
         conditions.append(_EVERY_WINDOW)
     if agent:
         conditions.append("m.agent_id = %(agent)s")
-    return f"{source}{_MEMBERS}", conditions
+    return on, conditions
 
 
 @cache
@@ -136,15 +170,8 @@ def window(*, batch: bool, agent: bool, page: bool = False) -> str:
         return _every_window(page=page)
     if not batch:
         return _agent_window(_WINDOW_OUTPUT, page=page)
-    source, conditions = _window_source(batch=batch, agent=agent)
-    columns, limit = MESSAGE_COLUMNS, ""
-    if page:
-        conditions.append("b.sort_key > %(after)s")
-        columns, limit = f"{columns}, b.sort_key", " LIMIT %(limit)s"
-    return (
-        f"SELECT {columns} FROM {source} WHERE {' AND '.join(conditions)}"
-        f" ORDER BY b.sort_key{limit}"
-    )
+    on, conditions = _window_conditions(batch=batch, agent=agent)
+    return _one_of(_from_each_source(conditions, "true", on=on), _WINDOW_OUTPUT, page=page)
 
 
 # Every agent's window, in two branches of which one runs: while no agent has
@@ -165,16 +192,13 @@ _EVERY_WINDOW_COLUMNS = (
 _WINDOW_OUTPUT = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned"
 
 
-# A branch: (FROM, WHERE conditions, gate).
-Branch = tuple[str, list[str], str]
-
-
 def _gated(branches: list[Branch], columns: str, tail: str = "") -> str:
-    """Branches of which one runs, as one UNION ALL: each `SELECT columns
-    FROM ... WHERE ...tail` under its gate, a test evaluated once before the
-    branch starts (a one-time filter above it), so a branch whose gate is
-    false never starts. `tail`: the branch's ORDER BY/LIMIT, or OFFSET 0 to
-    keep the planner from flattening it into the gate's level."""
+    """Branches of which only those whose gate holds run, as one UNION ALL:
+    each `SELECT columns FROM ... WHERE ...tail` under its gate, a test
+    evaluated once before the branch starts (a one-time filter above it),
+    so a branch whose gate is false never starts. `tail`: the branch's
+    ORDER BY/LIMIT, or OFFSET 0 to keep the planner from flattening it into
+    the gate's level."""
     return " UNION ALL ".join(
         f"(SELECT * FROM (SELECT {columns} FROM {from_} WHERE {' AND '.join(conditions)}{tail})"
         f" AS branch WHERE {gate})"
@@ -183,9 +207,8 @@ def _gated(branches: list[Branch], columns: str, tail: str = "") -> str:
 
 
 def _one_of(branches: list[Branch], output: str, *, page: bool) -> str:
-    """A window read as branches of which one runs (`_gated`), in window
-    order. `page`: from past `%(after)s`, at most `%(limit)s`, with
-    `window_key`."""
+    """A window read as gated branches (`_gated`), merged in window order.
+    `page`: from past `%(after)s`, at most `%(limit)s`, with `window_key`."""
     after, limit = [], ""
     if page:
         # Each branch stops at the page's end too: an index range, not the window.
@@ -201,35 +224,30 @@ def _one_of(branches: list[Branch], output: str, *, page: bool) -> str:
 
 
 def _every_window(*, page: bool) -> str:
-    shared_source = (
-        "conversations AS c JOIN batch_members AS b"
-        f" ON b.conversation_id = c.id AND b.batch = c.current_batch{_MEMBERS}"
-    )
-    source, own = _window_source(batch=False, agent=False)
+    on, own = _window_conditions(batch=False, agent=False)
+    shared = ["c.id = %(cid)s", f"c.{_NO_OWN_WINDOWS}"]
     return _one_of(
         [
-            (shared_source, ["c.id = %(cid)s", f"c.{_NO_OWN_WINDOWS}"], _NO_OWN),
-            (source, own, f"NOT {_NO_OWN}"),
+            *_from_each_source(
+                shared, _NO_OWN, on="b.conversation_id = c.id AND b.batch = c.current_batch"
+            ),
+            *_from_each_source(own, f"NOT {_NO_OWN}", on=on),
         ],
         _WINDOW_OUTPUT,
         page=page,
     )
 
 
-# An agent's current window, in two branches of which one runs, by the
-# batch it is in. Batch 1 (no batch operation yet): the window is all of the
-# agent's history, read as one range and hash-joined. A later batch: usually a
+# An agent's current window, in branches of which only those for the batch it
+# is in run. Batch 1 (no batch operation yet): the window is all of the
+# agent's history, read as one range and hash-joined; batch 1 is never
+# carried into, so its members are its arrivals. A later batch: usually a
 # compaction's few hundred messages in a long history, read member by member
 # in window order (index probes). The planner cannot tell the two apart: it
 # sees only "some batch of this conversation" and estimated half of it, which
 # for a 302-message window in 20,000 messages was a hash join over all
 # 20,000 (23 ms, against 1.6 ms member by member).
-_BY_MEMBER = (
-    "batch_members AS b"
-    " JOIN LATERAL (SELECT m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned,"
-    " m.event_version, m.edit_version FROM messages AS m"
-    " WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    " AND m.agent_id = %(agent)s OFFSET 0) AS m ON true"
+_PROBE_EVENTS = (
     " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
     " WHERE e.conversation_id = b.conversation_id AND e.version = m.event_version"
     " OFFSET 0) AS e ON true"
@@ -237,6 +255,13 @@ _BY_MEMBER = (
     " WHERE ed.conversation_id = b.conversation_id AND ed.version = m.edit_version"
     " OFFSET 0) AS ed ON true"
 )  # OFFSET 0: each stays a probe per member, not a join the planner may hash
+_CARRIED_BY_MEMBER = (
+    "batch_carried AS b"
+    " JOIN LATERAL (SELECT m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned,"
+    " m.event_version, m.edit_version FROM messages AS m"
+    " WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq"
+    f" AND m.agent_id = %(agent)s OFFSET 0) AS m ON true{_PROBE_EVENTS}"
+)
 
 
 def _agent_window(output: str, *, page: bool) -> str:
@@ -244,30 +269,34 @@ def _agent_window(output: str, *, page: bool) -> str:
     later = ["b.conversation_id = %(cid)s", f"b.batch = {_BATCH_OF_AGENT}"]
     return _one_of(
         [
-            (f"batch_members AS b{_MEMBERS}", first, f"{_BATCH_OF_AGENT} = 1"),
-            (_BY_MEMBER, later, f"{_BATCH_OF_AGENT} <> 1"),
+            (f"{_ARRIVED}{MESSAGE_JOINS}", first, f"{_BATCH_OF_AGENT} = 1"),
+            (
+                f"{_ARRIVED}{_PROBE_EVENTS}",
+                [*later, "m.agent_id = %(agent)s"],
+                f"{_BATCH_OF_AGENT} <> 1",
+            ),
+            (_CARRIED_BY_MEMBER, later, f"{_BATCH_OF_AGENT} <> 1"),
         ],
         output,
         page=page,
     )
 
 
-def _every_window_branches(members: str, conditions: list[str]) -> list[Branch]:
-    """Every agent's windows, `conditions` added, as two gated branches (as
-    `_every_window`): the current batch, one range of `batch_members` walked
-    along its key, while no agent has a window of its own (the usual case);
-    else the general form, where each message's own agent decides its batch
-    (the planner reads it whole). `members`: the joins from `b`."""
+def _every_window_branches(conditions: list[str], joins: str) -> list[Branch]:
+    """Every agent's windows, `conditions` added, as gated branches (as
+    `_every_window`): the current batch, walked along its key, while no
+    agent has a window of its own (the usual case); else the general form,
+    where each message's own agent decides its batch (the planner reads it
+    whole). `joins`: what follows `m`."""
     return [
-        (
-            f"batch_members AS b{members}",
-            ["b.conversation_id = %(cid)s", _IN_CURRENT_BATCH, *conditions],
-            _NO_OWN,
+        *_from_each_source(
+            ["b.conversation_id = %(cid)s", _IN_CURRENT_BATCH, *conditions], _NO_OWN, joins=joins
         ),
-        (
-            f"conversations AS c JOIN batch_members AS b ON b.conversation_id = c.id{members}",
+        *_from_each_source(
             ["b.conversation_id = %(cid)s", _EVERY_WINDOW, *conditions],
             f"NOT {_NO_OWN}",
+            on="b.conversation_id = c.id",
+            joins=joins,
         ),
     ]
 
@@ -278,16 +307,16 @@ def recent_in_window(*, agent: bool) -> str:
     walking the window backwards: a handful of rows are read, not the window."""
     role = ["m.role = %(role)s"]
     if agent:
-        source, conditions = _window_source(batch=False, agent=True)
-        branches = [(source, [*conditions, *role], "true")]
+        on, conditions = _window_conditions(batch=False, agent=True)
+        branches = _from_each_source([*conditions, *role], "true", on=on)
     else:
-        branches = _every_window_branches(_MEMBERS, role)
-    union = _gated(
-        branches,
-        f"{MESSAGE_COLUMNS}, b.sort_key AS window_key",
-        f" ORDER BY b.sort_key DESC {_limit_of('n')}",
+        branches = _every_window_branches(role, MESSAGE_JOINS)
+    last = f" ORDER BY b.sort_key DESC {_limit_of('n')}"
+    union = _gated(branches, f"{MESSAGE_COLUMNS}, b.sort_key AS window_key", last)
+    return (
+        f"SELECT * FROM (SELECT * FROM ({union}) AS recent WHERE {READABLE}"
+        f" ORDER BY window_key DESC {_limit_of('n')}) AS recent ORDER BY window_key"
     )
-    return f"SELECT * FROM ({union}) AS recent WHERE {READABLE} ORDER BY window_key"
 
 
 # What a batch operation decides on: the window's entries, bodies included
@@ -349,16 +378,10 @@ def role_range(role: str) -> str:
 COUNT_IN_HISTORY = "SELECT role_counts FROM conversations WHERE id = %(cid)s"
 
 # Each role's count in every agent's current window: O(window), the rows of
-# `batch_members` and `messages` only (no bodies).
+# the members and `messages` only (no bodies).
 COUNT_IN_WINDOW = (
     "SELECT role, count(*) FROM ("
-    + _gated(
-        _every_window_branches(
-            " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq", []
-        ),
-        "m.role",
-        " OFFSET 0",
-    )
+    + _gated(_every_window_branches([], ""), "m.role", " OFFSET 0")
     + ") AS windows GROUP BY role"
 )
 
@@ -374,9 +397,10 @@ def history(
 ) -> str:
     """A keyset page of messages by seq: the primary key (conversation_id,
     seq) walked from either end, so "the last N" reads N rows (more when a
-    filter skips some). `visible` keeps the current batch's members: a
-    primary-key probe of `batch_members` per row (a message's sort key is
-    its key there). One statement shape per filter combination, so each
+    filter skips some). `visible` keeps the members of its agent's current
+    batch: those that arrived in it, and those carried into it (a
+    primary-key probe of `batch_carried` per other row; a message's sort
+    key is its key there). One statement shape per filter combination, so each
     plan fits its filters (no `param IS NULL OR ...` generic plans). It
     checks that the tenant may read the conversation (READABLE), so a page is
     one statement."""
@@ -396,11 +420,11 @@ def history(
     if visible:
         # In the window of its own agent.
         source = "conversations AS c JOIN messages AS m ON m.conversation_id = c.id"
+        batch = "coalesce((c.agent_batches ->> m.agent_id)::int, c.current_batch)"
         conditions.append(
-            "c.id = %(cid)s AND EXISTS (SELECT 1 FROM batch_members AS b"
-            " WHERE b.conversation_id = m.conversation_id"
-            " AND b.batch = coalesce((c.agent_batches ->> m.agent_id)::int, c.current_batch)"
-            " AND b.sort_key = m.sort_key AND b.seq = m.seq)"
+            f"c.id = %(cid)s AND (m.batch = {batch} OR EXISTS (SELECT 1 FROM batch_carried AS b"
+            f" WHERE b.conversation_id = m.conversation_id AND b.batch = {batch}"
+            " AND b.sort_key = m.sort_key AND b.seq = m.seq))"
         )
     direction = " DESC" if descending else ""
     return (
@@ -536,12 +560,6 @@ INSERT_ROLE_INDEX = (
     f" SELECT %(cid)s, x.role, x.role_ordinal, x.seq FROM {_MESSAGE_ROWS}"
 )
 
-# Every message joins the batch current when it arrives.
-INSERT_MEMBERS = (
-    "INSERT INTO batch_members (conversation_id, batch, sort_key, seq)"
-    f" SELECT %(cid)s, x.batch, x.sort_key, x.seq FROM {_MESSAGE_ROWS}"
-)
-
 INSERT_CALLS = (
     "INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
     " result_seq, is_error, status)"
@@ -582,8 +600,9 @@ REQUEST_INSERT = (
 @cache
 def append_cte(*, with_messages: bool, calls: bool, answers: bool, request: bool) -> str:
     """One statement for a whole write of appended messages: events, message
-    rows, role index, batch membership, tool calls, the stream's version and
-    head, the idempotency request.
+    rows (a message's row is also its membership of the batch it arrives
+    in), role index, tool calls, the stream's version and head, the
+    idempotency request.
 
     Data-modifying CTEs all run to completion whether or not the outer query
     reads them, in one statement: one Bind/Execute on the wire instead of
@@ -599,7 +618,6 @@ def append_cte(*, with_messages: bool, calls: bool, answers: bool, request: bool
             ("x", rows),
             ("ms", INSERT_MESSAGES.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
             ("ri", INSERT_ROLE_INDEX.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
-            ("bm", INSERT_MEMBERS.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
         ]
     if calls:
         parts.append(("tc", INSERT_CALLS))
@@ -633,9 +651,10 @@ INSERT_BATCH = (
 
 # The new batch shows, out of the source batch's window, the tail from the
 # boundary on and the retained messages — of its agent, when it is one
-# agent's window: one index range, O(source batch).
+# agent's window: O(source batch). They are carried over as rows of their
+# own; what arrives in the new batch later is a member by its own row.
 COPY_MEMBERS = (
-    "INSERT INTO batch_members (conversation_id, batch, sort_key, seq)"
+    "INSERT INTO batch_carried (conversation_id, batch, sort_key, seq)"
     " SELECT b.conversation_id, %(batch)s, b.sort_key, b.seq FROM batch_members AS b"
     " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
     " WHERE b.conversation_id = %(cid)s AND b.batch = %(source)s"
@@ -760,9 +779,7 @@ COPY_FORKED = (
     " pinned) SELECT %(cid)s, seq, version, ordinal, 1, token_estimate, is_error, sort_key, role,"
     " agent_id, kind, tool_call_id, client_message_id, pinned FROM src),"
     " ri AS (INSERT INTO message_role_index (conversation_id, role, ordinal, seq)"
-    " SELECT %(cid)s, role, ordinal, seq FROM src),"
-    " bm AS (INSERT INTO batch_members (conversation_id, batch, sort_key, seq)"
-    " SELECT %(cid)s, 1, sort_key, seq FROM src)"
+    " SELECT %(cid)s, role, ordinal, seq FROM src)"
     " INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
     " result_seq, is_error, status)"
     " SELECT %(cid)s, t.call_id, t.agent_id, t.tool_name, t.assistant_seq, a.result_seq,"
@@ -780,7 +797,7 @@ VIEW_TABLES = (
     "messages",
     "message_role_index",
     "batches",
-    "batch_members",
+    "batch_carried",
     "tool_calls",
     "agent_profiles",
     "context_slots",
@@ -895,10 +912,13 @@ def compaction_candidates(*, max_messages: bool, max_tokens: bool, after: bool) 
         " FROM conversations AS c"
         f" JOIN batches AS cb ON cb.conversation_id = c.id AND cb.batch = {_AGENT_BATCH}"
         " CROSS JOIN LATERAL (SELECT count(*) AS messages,"
-        " coalesce(sum(m.token_estimate), 0) AS tokens FROM batch_members AS b"
-        " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-        " WHERE b.conversation_id = c.id AND b.batch = cb.batch"
-        " AND m.agent_id = %(agent)s) AS w"
+        " coalesce(sum(token_estimate), 0) AS tokens FROM ("
+        + " UNION ALL ".join(
+            f"SELECT m.token_estimate FROM {source} WHERE b.conversation_id = c.id"
+            " AND b.batch = cb.batch AND m.agent_id = %(agent)s"
+            for source in _SOURCES
+        )
+        + ") AS members) AS w"
         f" WHERE {' AND '.join(conditions)}"
         " ORDER BY c.created_at, c.id LIMIT %(limit)s"
     )

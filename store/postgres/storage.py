@@ -257,7 +257,7 @@ def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, An
             ]
         case AppendMessages():
             params = {"cid": cid, **_append_params(step)}
-            statements = [sql.INSERT_MESSAGES, sql.INSERT_ROLE_INDEX, sql.INSERT_MEMBERS]
+            statements = [sql.INSERT_MESSAGES, sql.INSERT_ROLE_INDEX]
             if step.calls:
                 statements.append(sql.INSERT_CALLS)
             if step.answered:

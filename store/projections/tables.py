@@ -13,9 +13,13 @@ equals what inline maintenance built, row for row.
   "Last 3 user messages", "assistant messages 2..5", "how many tool
   messages" are look-ups on its primary key.
 - `batches`: each visibility window's definition, and whose window it is.
-- `batch_members`: which messages each batch shows, in window order. A batch
-  operation copies the window once (O(window)); an append adds one row; a
-  read of any batch, current or old, is one index range.
+- batch membership (which messages each batch shows, in window order): a
+  message is a member of the batch it arrived in by its own row
+  (`messages.batch`, `messages.sort_key`, walked in window order by
+  `ix_messages_batch`), so an append writes no membership row; the members
+  a batch operation or a fork carries into a new batch are rows of
+  `batch_carried` (O(window), once). The view `batch_members` (migration
+  0011) is both; a read of any batch, current or old, is two index ranges.
 - `tool_calls`: one row per call: its tool block and whether it is answered.
 - `agent_profiles`, `context_slots`: the latest value of each.
 """
@@ -78,6 +82,9 @@ messages = Table(
         "sort_key",
         postgresql_where=text("sort_key <> seq"),
     ),
+    # Each batch's arrivals in window order (`batch_carried` holds the rest
+    # of its members).
+    Index("ix_messages_batch", "conversation_id", "batch", "sort_key"),
     Index(
         "uq_messages_client_message_id",
         "conversation_id",
@@ -119,14 +126,16 @@ batches = Table(
     PrimaryKeyConstraint("conversation_id", "batch", name="pk_batches"),
 )
 
-batch_members = Table(
-    "batch_members",
+# The members a batch did not receive by arrival: the tail and retained
+# messages a batch operation carried over from the window it replaced.
+batch_carried = Table(
+    "batch_carried",
     metadata,
     Column("conversation_id", UUID(as_uuid=True), nullable=False),
     Column("batch", Integer, nullable=False),
     Column("sort_key", Numeric, nullable=False),
     Column("seq", BigInteger, nullable=False),
-    PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_members"),
+    PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_carried"),
 )
 
 tool_calls = Table(
@@ -179,7 +188,7 @@ PROJECTION_TABLES = (
     messages,
     message_role_index,
     batches,
-    batch_members,
+    batch_carried,
     tool_calls,
     agent_profiles,
     context_slots,
