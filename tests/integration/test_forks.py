@@ -16,7 +16,7 @@ from store.search import SearchQuery
 from tests.integration.test_rebuild_property import snapshot
 
 
-async def _rich_parent(repository: Repository) -> str:
+async def rich_parent(repository: Repository) -> str:
     """Two agents, tool blocks (one left pending), edits, an insert, pins,
     batches of each agent, profiles and slots."""
     cid = (await repository.create_conversation(metadata={"p": 1})).id
@@ -77,7 +77,7 @@ async def _rebuilt_equals_inline(storage: PostgresStorage, repository: Repositor
 async def test_a_forks_views_equal_its_rebuild(
     storage: PostgresStorage, repository: Repository
 ) -> None:
-    parent = await _rich_parent(repository)
+    parent = await rich_parent(repository)
     last = (await repository.get_conversation(parent)).next_seq - 1
 
     whole = await repository.fork(parent, metadata={"fork": "whole"})
@@ -97,7 +97,7 @@ async def test_a_forks_views_equal_its_rebuild(
 async def test_a_fork_outlives_its_purged_parent_and_rebuilds(
     storage: PostgresStorage, repository: Repository
 ) -> None:
-    parent = await _rich_parent(repository)
+    parent = await rich_parent(repository)
     child = await repository.fork(parent)
     await repository.append_messages(child.id, [Message(role="user", content="child")])
     grandchild = await repository.fork(child.id, up_to_seq=child.next_seq)
