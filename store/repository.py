@@ -103,6 +103,7 @@ from store.storage import (
     ForkSource,
     HistoryPage,
     Lookups,
+    StaleHead,
     Storage,
     StoredRequest,
     StreamRow,
@@ -224,7 +225,7 @@ class Repository:
                     last_version=recorded[-1].version,
                 ),
             )
-        await session.write(
+        recorded_at = await session.write(
             Write(
                 events=tuple(
                     EventToWrite(version=r.version, type=r.event.type, data=r.event.data())
@@ -234,6 +235,8 @@ class Repository:
                 request=remembered,
             )
         )
+        if recorded_at is not None:  # learned only as it wrote (an optimistic write)
+            recorded = [replace(r, recorded_at=recorded_at) for r in recorded]
         return recorded
 
     async def _command(
@@ -430,11 +433,34 @@ class Repository:
         ids = client_ids(parsed)
         lookups = Lookups(
             call_ids=frozenset(call_ids_involved(parsed)),
+            answered_call_ids=frozenset(m.tool_call_id for m in parsed if m.tool_call_id),
             client_ids=tuple(ids),
             idempotency_key=idempotency_key,
         )
         hash_ = request_hash(parsed) if idempotency_key is not None else ""
-        async with self.storage.writing(conversation_id, self.tenant, lookups=lookups) as session:
+        try:
+            return await self._append(
+                conversation_id, parsed, lookups, expected_version, (idempotency_key, hash_), True
+            )
+        except StaleHead:
+            # What the storage remembered was out of date; nothing was written.
+            return await self._append(
+                conversation_id, parsed, lookups, expected_version, (idempotency_key, hash_), False
+            )
+
+    async def _append(
+        self,
+        conversation_id: uuid.UUID,
+        parsed: Sequence[Message],
+        lookups: Lookups,
+        expected_version: ExpectedVersion,
+        idempotency: tuple[str | None, str],
+        optimistic: bool,
+    ) -> Appended:
+        idempotency_key, hash_ = idempotency
+        async with self.storage.writing(
+            conversation_id, self.tenant, lookups=lookups, optimistic=optimistic
+        ) as session:
             stream = self._writable(conversation_id, session.stream)
             # A retry is answered before the expected version is checked: the
             # first attempt already moved the version on.
@@ -446,7 +472,12 @@ class Repository:
                     messages=tuple(replay),
                     replayed=True,
                 )
-            check_expected(conversation_id, expected_version, stream.version)
+            try:
+                check_expected(conversation_id, expected_version, stream.version)
+            except ConcurrencyConflict:
+                if session.remembered:  # the row may have moved on since: read it
+                    raise StaleHead() from None
+                raise
             events = await commands.append_messages(session, parsed, self.limits)
             request = (idempotency_key, hash_) if idempotency_key is not None else None
             recorded = await self._record(session, stream, events, request)

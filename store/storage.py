@@ -58,6 +58,9 @@ class Lookups:
     """What a write will ask for, known before it takes the lock."""
 
     call_ids: frozenset[str] = frozenset()
+    # Of `call_ids`, the calls the write's tool results answer: their state
+    # must be known, where a new call's id need only be unused.
+    answered_call_ids: frozenset[str] = frozenset()
     client_ids: tuple[str, ...] = ()
     idempotency_key: str | None = None
 
@@ -162,13 +165,27 @@ class Write:
     version: int | None = None
 
 
+class StaleHead(Exception):
+    """An optimistic write (`Storage.writing(..., optimistic=True)`) wrote
+    nothing: the stream row its storage remembered was no longer the
+    conversation's, or the memory could not answer what the decision asked.
+    The caller decides again in a write that reads the row under its lock."""
+
+
 class WriteSession(ConversationState, Protocol):
     """A transaction holding one conversation's stream lock.
 
     `stream` is None when the conversation does not exist (and the write
     did not ask to create it). As a `ConversationState` it answers the
     decisions in `store.commands`.
+
+    `remembered`: `stream` is what the storage remembers of the row from
+    its last write, not yet read under the lock (an optimistic write). A
+    refusal the row alone would justify (an expected version that differs)
+    is then not made: the caller raises `StaleHead` and decides again.
     """
+
+    remembered: bool
 
     @property
     def stream(self) -> StreamRow | None: ...
@@ -191,7 +208,12 @@ class WriteSession(ConversationState, Protocol):
         `up_to_seq` None: up to its last message."""
         ...
 
-    async def write(self, write: Write) -> None: ...
+    async def write(self, write: Write) -> datetime | None:
+        """Write `write` (queued with the commit, or sent at once). Returns
+        the time its events were recorded when the storage learned it only
+        as it wrote (an optimistic write); None: it is `stream.now`."""
+        ...
+
     async def purge(self) -> None:
         """Delete the conversation's events, requests and views (the stream
         row stays, as a tombstone)."""
@@ -252,10 +274,19 @@ class Storage(Protocol):
         *,
         create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
+        optimistic: bool = False,
     ) -> AbstractAsyncContextManager[WriteSession]:
         """A write transaction on the conversation's locked stream row;
         with `create` (the conversation's id as its creator chose it), a
-        missing conversation is created at version 0 for `tenant` first."""
+        missing conversation is created at version 0 for `tenant` first.
+
+        `optimistic`: the caller only appends messages, and on `StaleHead`
+        decides again with `optimistic=False`. A storage may then answer the
+        decision from what it remembers of the conversation since its last
+        write there, and send the lock, the write and the commit together:
+        the write takes effect only if no other write came between, else
+        nothing is written and `StaleHead` is raised (docs/storage.md,
+        "Appends in one round trip")."""
         ...
 
     # --- reads ---------------------------------------------------------------

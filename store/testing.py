@@ -413,6 +413,8 @@ def _configure(views: _Views, step: ConfigureAgent) -> None:
 class _WriteSession:
     """A write on one conversation, under its lock; applies at `write()`."""
 
+    remembered = False  # the stream row is always read under the lock here
+
     def __init__(self, tables: _Tables, cid: uuid.UUID, stream: StreamRow | None) -> None:
         self.tables = tables
         self.conversation_id = cid
@@ -547,6 +549,7 @@ class _WriteSession:
         ]
 
     async def write(self, write: Write) -> None:
+        """Applied at once (returns None: the events are recorded at `stream.now`)."""
         cid, tables = self.conversation_id, self.tables
         transaction = next(tables.transactions)
         assert self._stream is not None
@@ -637,6 +640,7 @@ class MemoryStorage:
         *,
         create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
+        optimistic: bool = False,  # nothing to gain in memory: always reads the row
     ) -> AsyncIterator[_WriteSession]:
         async with self._locks[conversation_id]:
             now = datetime.now(UTC)

@@ -597,8 +597,18 @@ REQUEST_INSERT = (
 )
 
 
+# An optimistic append (docs/storage.md, "Appends in one round trip") is sent
+# with the lock, decided on the row as its writer remembers it: each of its
+# rows is written only if the row is still at the version it was decided on.
+# All parts of one statement see the row as the statement started, after
+# the lock sent before it was granted.
+_STILL_AT = "(SELECT version FROM conversations WHERE id = %(cid)s) = %(expected)s"
+
+
 @cache
-def append_cte(*, with_messages: bool, calls: bool, answers: bool, request: bool) -> str:
+def append_cte(
+    *, with_messages: bool, calls: bool, answers: bool, request: bool, guarded: bool = False
+) -> str:
     """One statement for a whole write of appended messages: events, message
     rows (a message's row is also its membership of the batch it arrives
     in), role index, tool calls, the stream's version and head, the
@@ -606,27 +616,36 @@ def append_cte(*, with_messages: bool, calls: bool, answers: bool, request: bool
 
     Data-modifying CTEs all run to completion whether or not the outer query
     reads them, in one statement: one Bind/Execute on the wire instead of
-    seven, with one plan cached per shape (at most 16 shapes). They cannot
+    seven, with one plan cached per shape (at most 32 shapes). They cannot
     see each other's rows, which is why a call answered in the same append
     is inserted answered (`store.projections.projector.AppendMessages`).
+
+    `guarded`: written only while the stream is at version `%(expected)s`
+    (an optimistic append); otherwise nothing, and the head update says so
+    by updating no row.
     """
-    parts = [("ev", INSERT_EVENTS)]
+    where = f" WHERE {_STILL_AT}" if guarded else ""
+    and_ = f" AND {_STILL_AT}" if guarded else ""
+    parts = [("ev", f"{INSERT_EVENTS}{where}")]
     if with_messages:
         # The message rows are decoded from JSON once, for the three tables.
-        rows = f"SELECT * FROM {_MESSAGE_ROWS}"
+        rows = f"SELECT * FROM {_MESSAGE_ROWS}{where}"
         parts += [
             ("x", rows),
             ("ms", INSERT_MESSAGES.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
             ("ri", INSERT_ROLE_INDEX.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
         ]
     if calls:
-        parts.append(("tc", INSERT_CALLS))
+        parts.append(("tc", f"{INSERT_CALLS}{where}"))
     if answers:
-        parts.append(("ta", ANSWER_CALLS))
+        parts.append(("ta", f"{ANSWER_CALLS}{and_}"))
     if request:
+        # An idempotency key's append reads the row first (the key decides).
+        assert not guarded, "an optimistic append has no idempotency key"
         parts.append(("rq", REQUEST_INSERT))
     ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
-    return f"WITH {ctes} {HEAD_UPDATE}"
+    head = f"{HEAD_UPDATE} AND version = %(expected)s" if guarded else HEAD_UPDATE
+    return f"WITH {ctes} {head}"
 
 
 # --- the other projection steps -----------------------------------------------------------

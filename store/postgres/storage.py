@@ -1,15 +1,22 @@
 """`store.storage.Storage` on PostgreSQL, over psycopg 3 and its pool.
 
-Round trips are the cost to watch: a single append is two.
+Round trips are the cost to watch: a single append is two at most.
 
 1. `BEGIN`, the stream row lock (`sql.LOCK_STREAM`: version, views' head,
    role counts, the transaction's time) and the lookups the write named up
    front (the calls its tool results answer, its client ids, its
    idempotency key) go out together in pipeline mode, one sync.
-2. The whole write — events, message rows, role index, batch membership,
-   tool calls, the stream's version and head, the remembered request — is
-   one statement (`sql.append_cte`, data-modifying CTEs), sent with
-   `COMMIT`, one sync.
+2. The whole write — events, message rows (each also its membership of
+   the batch it arrives in), role index, tool calls, the stream's version
+   and head, the remembered request — is one statement (`sql.append_cte`,
+   data-modifying CTEs), sent with `COMMIT`, one sync.
+
+An append to a conversation this storage appended to last (`_Remembered`)
+is one: decided on the row as that append left it, it goes out as
+`BEGIN`, the lock, the write guarded by the remembered version, `COMMIT`,
+one sync (`_OptimisticSession`; docs/storage.md, "Appends in one round
+trip"). Had another write come between, the guard writes nothing and the
+append is decided again, the two-round-trip way.
 
 Why pipeline mode and a CTE rather than a server-side function: the
 decisions (`store.commands`) and the projector stay in Python, shared with
@@ -49,9 +56,11 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -105,6 +114,7 @@ from store.storage import (
     ForkSource,
     HistoryPage,
     Lookups,
+    StaleHead,
     StoredRequest,
     StreamRow,
     WindowPage,
@@ -331,8 +341,13 @@ def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, An
             return [(sql.COPY_FORKED, params)]
 
 
-def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str, Any]]]:
-    """A write as statements: one, for appended messages (the hot path)."""
+def _write_statements(
+    cid: uuid.UUID, write: Write, *, expected: int | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """A write as statements: one, for appended messages (the hot path).
+
+    `expected`: an optimistic append's, written only while the stream is at
+    that version (`sql.append_cte(guarded=True)`)."""
     changes = write.changes
     version = write.version or write.events[-1].version
     head = _head_params(cid, version, changes.head)
@@ -354,11 +369,15 @@ def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str,
             calls=bool(step and step.calls),
             answers=bool(step and step.answered),
             request=bool(request),
+            guarded=expected is not None,
         )
         params = {**head, **_events_params(write), **request}
         if step is not None:
             params.update(_append_params(step))
+        if expected is not None:
+            params["expected"] = expected
         return [(statement, params)]
+    assert expected is None, "only an append of messages is written optimistically"
     statements = [(sql.INSERT_EVENTS, {"cid": cid, **_events_params(write)})]
     for step in steps:
         statements += _step_statements(cid, step)
@@ -369,8 +388,136 @@ def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str,
     return statements
 
 
+def _is_append(write: Write) -> bool:
+    """Messages appended, and nothing else (what `append_messages` writes)."""
+    steps = write.changes.steps
+    return write.version is None and all(isinstance(s, AppendMessages) for s in steps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Remembered:
+    """What this storage knows of a conversation after its last append
+    there: enough to decide the next append without reading the row
+    (docs/storage.md, "Appends in one round trip")."""
+
+    tenant: str
+    version: int
+    head: ViewHead
+    # The calls still unanswered that this storage saw made or looked up
+    # (call id → agent): a tool result for one of them is decided from here.
+    pending: Mapping[str, str]
+
+    def answers(self, tenant: str, lookups: Lookups) -> bool:
+        """Can the append with `lookups` be decided from memory alone? Not
+        with client ids or an idempotency key (their replays are read), nor
+        with a result for a call not known to be pending."""
+        return (
+            tenant == self.tenant
+            and not lookups.client_ids
+            and lookups.idempotency_key is None
+            and lookups.answered_call_ids <= self.pending.keys()
+        )
+
+    def after(self, write: Write, stream_version: int) -> _Remembered | None:
+        """What is known after `write` (an append at `stream_version`), if
+        still worth keeping."""
+        pending = dict(self.pending)
+        for step in write.changes.steps:
+            assert isinstance(step, AppendMessages)
+            for call in step.calls:
+                if call.result_seq is None:
+                    pending[call.call_id] = call.agent_id
+            for answered in step.answered:
+                pending.pop(answered.call_id, None)
+        if len(pending) > MAX_REMEMBERED_CALLS:
+            return None
+        return _Remembered(
+            tenant=self.tenant,
+            version=stream_version + len(write.events),
+            head=write.changes.head,
+            pending=pending,
+        )
+
+
+# How many conversations a storage remembers (most recently appended to
+# first), and at most how many of a conversation's unanswered calls.
+MAX_REMEMBERED = 10_000
+MAX_REMEMBERED_CALLS = 256
+
+
+class _OptimisticSession:
+    """An append decided on what the storage remembers of the conversation
+    (`_Remembered`), sent in one round trip with the lock and the commit:
+    BEGIN, `sql.LOCK_STREAM`, the append guarded by the remembered version,
+    COMMIT. Whatever the decision asks that memory cannot answer raises
+    `StaleHead` before anything is sent; a row found at another version
+    means nothing was written (the guard), and raises it after."""
+
+    remembered = True
+
+    def __init__(self, conn: AsyncConnection[Any], cid: uuid.UUID, memory: _Remembered) -> None:
+        self.conn = conn
+        self.conversation_id = cid
+        self.memory = memory
+        self.written: Write | None = None
+        self._stream = StreamRow(
+            tenant=memory.tenant,
+            version=memory.version,
+            deleted=False,
+            archived=False,
+            head=memory.head,
+            # Replaced by the transaction's own time once written (`write`).
+            now=datetime.now(UTC),
+        )
+
+    @property
+    def stream(self) -> StreamRow:
+        return self._stream
+
+    async def head(self) -> Head:
+        head = self.memory.head
+        return Head(
+            next_seq=head.next_seq,
+            current_batch=head.current_batch,
+            agent_batches=head.agent_batches,
+        )
+
+    async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
+        # A call not known to be pending is taken to be new: were its id in
+        # use, the tool_calls primary key refuses the write (`StaleHead`).
+        pending = self.memory.pending
+        return {i: CallState(agent_id=pending[i], answered=False) for i in call_ids if i in pending}
+
+    async def write(self, write: Write) -> datetime:
+        (statement, params), *rest = _write_statements(
+            self.conversation_id, write, expected=self.memory.version
+        )
+        assert not rest
+        conn = self.conn
+        async with conn.pipeline():  # one Sync, at its end
+            await conn.execute("BEGIN")
+            lock = await conn.execute(sql.LOCK_STREAM, {"cid": self.conversation_id})
+            head = await conn.execute(statement, params)
+            await conn.execute("COMMIT")
+        row = await lock.fetchone()
+        if head.rowcount != 1 or row is None:  # another write came between
+            raise StaleHead()
+        self.written = write
+        recorded_at: datetime = row[7]
+        return recorded_at
+
+    async def _unanswerable(self, *_: Any, **__: Any) -> Any:
+        raise StaleHead()
+
+    # What an append never asks (read under the lock by `_WriteSession`).
+    pending_call_ids = window = batch_window = key_after = key_before = message = _unanswerable
+    request = messages_by_client_id = messages_written_by = fork_source = purge = _unanswerable
+
+
 class _WriteSession:
     """One write transaction on a locked stream row (see the module docstring)."""
+
+    remembered = False
 
     def __init__(self, conn: AsyncConnection[Any], pipeline: AsyncPipeline, cid: uuid.UUID) -> None:
         self.conn = conn
@@ -383,7 +530,7 @@ class _WriteSession:
         self._looked_up_clients: frozenset[str] = frozenset()
         self._request: tuple[str, StoredRequest | None] | None = None
         self._windows: dict[tuple[int, str | None], list[WindowEntry] | None] = {}
-        self.written = False
+        self.written: Write | None = None
 
     @property
     def stream(self) -> StreamRow | None:
@@ -555,7 +702,20 @@ class _WriteSession:
         # Queued, not synced: the statements go out with COMMIT.
         for statement, params in _write_statements(self.conversation_id, write):
             await self.conn.execute(statement, params)
-        self.written = True
+        self.written = write
+
+    def remembered_after(self, previous: _Remembered | None) -> _Remembered | None:
+        """What to remember after this session's append committed: the
+        row as it now is, and the unanswered calls it knows of."""
+        write, stream = self.written, self._stream
+        if write is None or stream is None or not _is_append(write):
+            return None
+        if previous is None or previous.version != stream.version:
+            pending = {i: s.agent_id for i, s in self._calls.items() if not s.answered}
+            previous = _Remembered(
+                tenant=stream.tenant, version=stream.version, head=stream.head, pending=pending
+            )
+        return previous.after(write, stream.version)
 
     async def purge(self) -> None:
         for statement in (*sql.DELETE_VIEWS, *sql.PURGE):
@@ -622,6 +782,8 @@ class PostgresStorage:
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
         self.pool = pool
         self._feed_signal = FeedSignal(pool)
+        # Conversations this storage appended to, most recent last.
+        self._remembered: OrderedDict[uuid.UUID, _Remembered] = OrderedDict()
 
     @classmethod
     async def connect(
@@ -688,25 +850,73 @@ class PostgresStorage:
         *,
         create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
-    ) -> AsyncIterator[_WriteSession]:
+        optimistic: bool = False,
+    ) -> AsyncIterator[_WriteSession | _OptimisticSession]:
+        remembered = self._remembered.pop(conversation_id, None)
+        session: _WriteSession | _OptimisticSession | None = None
         try:
             async with self.pool.connection() as conn:
                 try:
-                    async with conn.pipeline() as pipeline:
-                        session = _WriteSession(conn, pipeline, conversation_id)
-                        await session.open(tenant, create, lookups)
+                    if (
+                        optimistic
+                        and create is None
+                        and remembered is not None
+                        and remembered.answers(tenant, lookups)
+                    ):
+                        # One round trip, sent by its write (or nothing at all).
+                        session = _OptimisticSession(conn, conversation_id, remembered)
                         yield session
-                        # Sent with the write's statements: leaving the
-                        # pipeline syncs once and raises what failed.
-                        await conn.execute("COMMIT")
+                    else:
+                        async with conn.pipeline() as pipeline:
+                            session = _WriteSession(conn, pipeline, conversation_id)
+                            await session.open(tenant, create, lookups)
+                            yield session
+                            # Sent with the write's statements: leaving the
+                            # pipeline syncs once and raises what failed.
+                            await conn.execute("COMMIT")
                 except BaseException as error:
                     await _rollback(conn, error)
+                    if isinstance(session, _OptimisticSession) and isinstance(
+                        error, psycopg.errors.UniqueViolation
+                    ):
+                        # A new call's id was in use after all: decide
+                        # again under the lock, which says so properly.
+                        raise StaleHead() from error
                     raise
         except Exception as error:
             _raise_ours(error, conversation_id)
             raise
-        if session.written:
+        assert session is not None
+        if session.written is not None:
             self._feed_signal.committed()
+        self._remember(conversation_id, session, remembered)
+
+    def _remember(
+        self,
+        conversation_id: uuid.UUID,
+        session: _WriteSession | _OptimisticSession,
+        previous: _Remembered | None,
+    ) -> None:
+        """After a committed write: remember the conversation if it was an
+        append (the next one can then go out in one round trip), else
+        forget it (popped at the write's start: any failure forgets too)."""
+        if isinstance(session, _OptimisticSession):
+            written = session.written
+            after = (
+                None if written is None else session.memory.after(written, session.memory.version)
+            )
+        else:
+            after = session.remembered_after(previous)
+        if after is None:
+            return
+        remembered = self._remembered
+        known = remembered.get(conversation_id)
+        if known is not None and known.version > after.version:
+            return  # a later append of this process got here first
+        remembered[conversation_id] = after
+        remembered.move_to_end(conversation_id)
+        if len(remembered) > MAX_REMEMBERED:
+            remembered.popitem(last=False)
 
     @asynccontextmanager
     async def rebuilding(self, conversation_id: uuid.UUID) -> AsyncIterator[_RebuildSession]:

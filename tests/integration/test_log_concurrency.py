@@ -57,10 +57,14 @@ class HoldingStorage(PostgresStorage):
         *,
         create: str | None = None,
         lookups: Lookups = NO_LOOKUPS,
+        optimistic: bool = False,
     ) -> AsyncIterator[_WriteSession]:
+        # Never optimistic: the hold goes between the write and its commit,
+        # which an optimistic append sends in one round trip.
         async with super().writing(
             conversation_id, tenant, create=create, lookups=lookups
         ) as session:
+            assert isinstance(session, _WriteSession)
             yield session
             if session.written:
                 # The write's statements are queued in the pipeline until

@@ -2,9 +2,11 @@
 
 libpq's protocol trace records every message the client sends. A round
 trip is a `Sync` (the client waits for the server's answers up to it); a
-statement is a `Bind`. The append path is designed to two round trips
-whatever the append carries (see store.postgres.storage): the lock with
-every lookup, then the write with COMMIT.
+statement is a `Bind`. An append is at most two round trips whatever it
+carries (see store.postgres.storage): the lock with every lookup, then the
+write with COMMIT. An append the storage can decide from what it remembers
+of its own last append there is one: the lock, the guarded write and
+COMMIT together (docs/storage.md, "Appends in one round trip").
 """
 
 from __future__ import annotations
@@ -57,17 +59,19 @@ def user(text: str, **extra: Any) -> Message:
 
 
 @pytest.mark.parametrize(
-    ("shape", "statements"),
+    ("shape", "wire"),
     [
-        pytest.param("plain", 4, id="one message, expected version"),
-        pytest.param("client id", 5, id="with a client message id"),
-        pytest.param("tool result", 5, id="a tool result (its call is looked up)"),
-        pytest.param("idempotency key", 5, id="with an idempotency key"),
-        pytest.param("hundred", 4, id="100 messages"),
+        # BEGIN, the lock, the guarded write, COMMIT: one Sync.
+        pytest.param("plain", (1, 4), id="one message, expected version"),
+        pytest.param("tool result", (1, 4), id="a tool result for a call it saw made"),
+        pytest.param("hundred", (1, 4), id="100 messages"),
+        # BEGIN, the lock, the lookup | the write, COMMIT.
+        pytest.param("client id", (2, 5), id="with a client message id"),
+        pytest.param("idempotency key", (2, 5), id="with an idempotency key"),
     ],
 )
-async def test_an_append_is_two_round_trips(
-    storage: PostgresStorage, shape: str, statements: int
+async def test_an_append_after_an_append_is_one_or_two_round_trips(
+    storage: PostgresStorage, shape: str, wire: tuple[int, int]
 ) -> None:
     repository = Repository(storage)
     conversation = await repository.create_conversation()
@@ -89,8 +93,43 @@ async def test_an_append_is_two_round_trips(
             conversation.id, messages, expected_version=opened.version, idempotency_key=key
         )
 
-    # BEGIN, the lock [, the lookup] | the write, COMMIT.
-    assert await _wire(storage, append) == (2, statements)
+    assert await _wire(storage, append) == wire
+
+
+async def test_a_first_append_reads_the_row_first(storage: PostgresStorage) -> None:
+    """Nothing remembered yet (the conversation was only created): BEGIN,
+    the lock | the write, COMMIT."""
+    repository = Repository(storage)
+    conversation = await repository.create_conversation()
+
+    async def append() -> None:
+        await repository.append_messages(conversation.id, [user("hello")])
+
+    assert await _wire(storage, append) == (2, 4)
+
+
+async def test_a_result_for_a_call_it_did_not_see_is_looked_up(
+    storage: PostgresStorage, database_url: str
+) -> None:
+    """A call made by another process (another storage on the same database):
+    its state is read under the lock, in two round trips."""
+    repository = Repository(storage)
+    conversation = await repository.create_conversation()
+    await repository.append_messages(conversation.id, [user("hello")])
+    other = await PostgresStorage.connect(database_url, min_size=1, max_size=1)
+    try:
+        call = ToolCall(id="call_9", name="ls")
+        await Repository(other).append_messages(
+            conversation.id, [Message(role="assistant", tool_calls=(call,))]
+        )
+    finally:
+        await other.close()
+
+    async def append() -> None:
+        result = Message(role="tool", tool_call_id="call_9", content="a.txt")
+        await repository.append_messages(conversation.id, [result])
+
+    assert await _wire(storage, append) == (2, 5)
 
 
 async def test_a_retry_is_answered_in_one_round_trip_and_writes_nothing(

@@ -1,0 +1,123 @@
+"""Appends decided on what a storage remembers (docs/storage.md, "Appends in
+one round trip") are right even when the memory is out of date: another
+process (here, another storage on the same database) wrote in between, or
+the conversation went away. Nothing is lost, written twice, or refused
+that the database would have accepted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from store.errors import ConcurrencyConflict, ConversationDeleted, InvalidMessage
+from store.messages import Message, ToolCall
+from store.postgres import PostgresStorage
+from store.repository import Repository
+
+
+@pytest_asyncio.fixture
+async def other(database_url: str) -> AsyncIterator[Repository]:
+    """A second process's repository: its own storage, its own memory."""
+    storage = await PostgresStorage.connect(database_url, min_size=1, max_size=4)
+    yield Repository(storage)
+    await storage.close()
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+async def test_a_write_from_elsewhere_is_read_not_refused(
+    repository: Repository, other: Repository
+) -> None:
+    cid = (await repository.create_conversation()).id
+    mine = await repository.append_messages(cid, [user("one")])  # remembered: version 2
+    theirs = await other.append_messages(cid, [user("two")], expected_version=mine.version)
+
+    # Its memory says version 2; the row says 3: the caller, who knows, is right.
+    third = await repository.append_messages(cid, [user("three")], expected_version=theirs.version)
+
+    assert third.version == theirs.version + 1
+    assert [m.seq for m in third.messages] == [3]
+    history = await repository.read_messages(cid)
+    assert [(m.seq, m.text) for m in history] == [(1, "one"), (2, "two"), (3, "three")]
+
+
+async def test_an_expectation_the_row_does_not_meet_is_still_a_conflict(
+    repository: Repository, other: Repository
+) -> None:
+    cid = (await repository.create_conversation()).id
+    first = await repository.append_messages(cid, [user("one")])
+    await other.append_messages(cid, [user("two")])
+
+    with pytest.raises(ConcurrencyConflict) as raised:
+        await repository.append_messages(cid, [user("late")], expected_version=first.version)
+
+    assert raised.value.actual == first.version + 1
+    assert [m.text for m in await repository.read_messages(cid)] == ["one", "two"]
+
+
+async def test_a_conversation_deleted_elsewhere_is_not_written(
+    repository: Repository, other: Repository
+) -> None:
+    cid = (await repository.create_conversation()).id
+    await repository.append_messages(cid, [user("one")])
+    await other.delete(cid)
+
+    with pytest.raises(ConversationDeleted):
+        await repository.append_messages(cid, [user("after")])
+
+
+async def test_a_call_id_used_before_is_refused_as_under_the_lock(repository: Repository) -> None:
+    cid = (await repository.create_conversation()).id
+    call = ToolCall(id="c1", name="ls")
+    await repository.append_messages(cid, [Message(role="assistant", tool_calls=(call,))])
+    answered = await repository.append_messages(
+        cid, [Message(role="tool", tool_call_id="c1", content="ok")]
+    )
+
+    # The memory knows c1 no longer as pending: the database says it is taken.
+    with pytest.raises(InvalidMessage, match="c1"):
+        await repository.append_messages(cid, [Message(role="assistant", tool_calls=(call,))])
+
+    assert (await repository.get_conversation(cid)).version == answered.version
+    again = await repository.append_messages(cid, [user("still writable")])
+    assert again.version == answered.version + 1
+
+
+async def test_the_recorded_time_is_the_databases(repository: Repository) -> None:
+    cid = (await repository.create_conversation()).id
+    await repository.append_messages(cid, [user("one")])
+    appended = await repository.append_messages(cid, [user("two")])  # one round trip
+
+    stored = await repository.read_messages(cid, order="desc", limit=1)
+
+    assert appended.messages[0].recorded_at == stored[0].recorded_at
+
+
+async def test_two_processes_appending_to_one_conversation_lose_nothing(
+    repository: Repository, other: Repository
+) -> None:
+    cid = (await repository.create_conversation()).id
+    per_writer = 30
+
+    async def writer(repo: Repository, name: str) -> None:
+        for i in range(per_writer):
+            await repo.append_messages(cid, [user(f"{name}{i}")])
+
+    await asyncio.gather(
+        *(
+            writer(repo, f"{name}{w}-")
+            for w in range(3)
+            for repo, name in ((repository, "a"), (other, "b"))
+        )
+    )
+
+    history = await repository.read_messages(cid, limit=1000)
+    texts = [m.text for m in history]
+    assert len(texts) == len(set(texts)) == 6 * per_writer
+    assert [m.seq for m in history] == list(range(1, 6 * per_writer + 1))
+    assert (await repository.get_conversation(cid)).version == 1 + 6 * per_writer
