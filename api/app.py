@@ -18,6 +18,7 @@ balancer stops sending traffic to a replica that cannot serve it.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -35,6 +36,8 @@ from store.bootstrap import open_storage
 from store.db import make_async_engine
 from store.errors import StorageFailure
 from store.settings import Settings, limits_from_settings
+
+_log = logging.getLogger("convo.storage")
 
 DESCRIPTION = """\
 An event-sourced conversation store for LLM agents.
@@ -69,6 +72,8 @@ def create_app(
             return
         assert database_url is not None, "create_app needs database_url or services"
         storage = await open_storage(database_url, settings)
+        for warning in await storage.server_warnings():
+            _log.warning(warning)
         engine = make_async_engine(database_url, settings, pool_size=2, max_overflow=2)
         app.state.services = Services(
             storage=storage,

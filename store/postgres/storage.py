@@ -439,6 +439,13 @@ class _Remembered:
         )
 
 
+AUTOVACUUM_OFF = (
+    "autovacuum is off on this server: table statistics go stale, and a conversation that"
+    " grew by thousands of messages since the last ANALYZE can be planned as if it were"
+    " empty (reads and batch operations on it slow down until they time out); turn"
+    " autovacuum on, or run ANALYZE after bulk loads (docs/operations.md, 'Statistics')"
+)
+
 # How many conversations a storage remembers (most recently appended to
 # first), and at most how many of a conversation's unanswered calls.
 MAX_REMEMBERED = 10_000
@@ -839,6 +846,14 @@ class PostgresStorage:
         """One trivial query: does the database answer? (`/ready`)"""
         async with self._connection() as conn:
             await conn.execute("SELECT 1")
+
+    async def server_warnings(self) -> list[str]:
+        """What in the server's settings an operator should hear of at
+        startup (docs/operations.md, "Statistics")."""
+        async with self._connection() as conn:
+            cursor = await conn.execute("SELECT current_setting('autovacuum')")
+            row = await cursor.fetchone()
+        return [AUTOVACUUM_OFF] if row is not None and row[0] == "off" else []
 
     # --- writes ------------------------------------------------------------------
 
