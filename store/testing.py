@@ -431,12 +431,7 @@ class _WriteSession:
     # ConversationState
     async def head(self) -> Head:
         assert self._stream is not None
-        head = self._stream.head
-        return Head(
-            next_seq=head.next_seq,
-            current_batch=head.current_batch,
-            agent_batches=head.agent_batches,
-        )
+        return self._stream.head.for_decisions()
 
     async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
         calls = self._views.calls

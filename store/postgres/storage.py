@@ -482,12 +482,7 @@ class _OptimisticSession:
         return self._stream
 
     async def head(self) -> Head:
-        head = self.memory.head
-        return Head(
-            next_seq=head.next_seq,
-            current_batch=head.current_batch,
-            agent_batches=head.agent_batches,
-        )
+        return self.memory.head.for_decisions()
 
     async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
         # A call not known to be pending is taken to be new: were its id in
@@ -597,12 +592,7 @@ class _WriteSession:
     # ConversationState
     async def head(self) -> Head:
         assert self._stream is not None
-        head = self._stream.head
-        return Head(
-            next_seq=head.next_seq,
-            current_batch=head.current_batch,
-            agent_batches=head.agent_batches,
-        )
+        return self._stream.head.for_decisions()
 
     async def calls(self, call_ids: set[str]) -> dict[str, CallState]:
         if not call_ids:

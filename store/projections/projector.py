@@ -27,6 +27,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from store.commands import Head
 from store.context import ROLE_DEFINITION
 from store.events import (
     AgentConfigured,
@@ -56,6 +57,14 @@ class ViewHead:
     # Agents whose window is in a batch of their own (every other agent's
     # is in `current_batch`).
     agent_batches: dict[str, int] = field(default_factory=dict)
+
+    def for_decisions(self) -> Head:
+        """The head as the decisions (`store.commands`) see it."""
+        return Head(
+            next_seq=self.next_seq,
+            current_batch=self.current_batch,
+            agent_batches=self.agent_batches,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
