@@ -433,7 +433,9 @@ class Repository:
         ids = client_ids(parsed)
         lookups = Lookups(
             call_ids=frozenset(call_ids_involved(parsed)),
-            answered_call_ids=frozenset(m.tool_call_id for m in parsed if m.tool_call_id),
+            # Results for calls this append makes need no stored state.
+            answered_call_ids=frozenset(m.tool_call_id for m in parsed if m.tool_call_id)
+            - {c.id for m in parsed for c in m.tool_calls},
             client_ids=tuple(ids),
             idempotency_key=idempotency_key,
         )

@@ -58,8 +58,9 @@ class Lookups:
     """What a write will ask for, known before it takes the lock."""
 
     call_ids: frozenset[str] = frozenset()
-    # Of `call_ids`, the calls the write's tool results answer: their state
-    # must be known, where a new call's id need only be unused.
+    # Of `call_ids`, the calls made before the write that its tool results
+    # answer: their state must be known, where a new call's id need only be
+    # unused.
     answered_call_ids: frozenset[str] = frozenset()
     client_ids: tuple[str, ...] = ()
     idempotency_key: str | None = None

@@ -65,6 +65,7 @@ def user(text: str, **extra: Any) -> Message:
         pytest.param("plain", (1, 4), id="one message, expected version"),
         pytest.param("tool result", (1, 4), id="a tool result for a call it saw made"),
         pytest.param("hundred", (1, 4), id="100 messages"),
+        pytest.param("call and result", (1, 4), id="a call and its result together"),
         # BEGIN, the lock, the lookup | the write, COMMIT.
         pytest.param("client id", (2, 5), id="with a client message id"),
         pytest.param("idempotency key", (2, 5), id="with an idempotency key"),
@@ -85,6 +86,10 @@ async def test_an_append_after_an_append_is_one_or_two_round_trips(
         "tool result": [Message(role="tool", tool_call_id="call_1", content="a.txt")],
         "idempotency key": [user("hello")],
         "hundred": [user(f"m{i}") for i in range(100)],
+        "call and result": [
+            Message(role="assistant", tool_calls=(ToolCall(id="call_2", name="ls"),)),
+            Message(role="tool", tool_call_id="call_2", content="b.txt"),
+        ],
     }[shape]
     key = "k1" if shape == "idempotency key" else None
 
