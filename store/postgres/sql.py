@@ -113,8 +113,8 @@ _EVERY_WINDOW = (
 # message). In the arrivals' branch `b` is the message's own row, which the
 # planner flattens into `m`: `b.batch = …` and `ORDER BY b.sort_key` walk
 # `ix_messages_batch`, with no second visit of `messages`. (The view
-# `batch_members`, both sources in one, serves the reads that run once per
-# batch operation.)
+# `batch_members`, both sources in one, is for people's queries: no statement
+# here reads it.)
 _ARRIVED = (
     "messages AS m CROSS JOIN LATERAL (SELECT m.conversation_id, m.batch, m.sort_key, m.seq) AS b"
 )
@@ -255,12 +255,25 @@ _PROBE_EVENTS = (
     " WHERE ed.conversation_id = b.conversation_id AND ed.version = m.edit_version"
     " OFFSET 0) AS ed ON true"
 )  # OFFSET 0: each stays a probe per member, not a join the planner may hash
+
+
+def _carried_by_key(columns: str, condition: str = "") -> str:
+    """Carried members, each message's `columns` read by its key (a probe per
+    member, `condition` added)."""
+    return (
+        f"batch_carried AS b JOIN LATERAL (SELECT {columns} FROM messages AS m"
+        f" WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq{condition}"
+        " OFFSET 0) AS m ON true"
+    )
+
+
 _CARRIED_BY_MEMBER = (
-    "batch_carried AS b"
-    " JOIN LATERAL (SELECT m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned,"
-    " m.event_version, m.edit_version FROM messages AS m"
-    " WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    f" AND m.agent_id = %(agent)s OFFSET 0) AS m ON true{_PROBE_EVENTS}"
+    _carried_by_key(
+        "m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned, m.event_version,"
+        " m.edit_version",
+        " AND m.agent_id = %(agent)s",
+    )
+    + _PROBE_EVENTS
 )
 
 
@@ -320,14 +333,25 @@ def recent_in_window(*, agent: bool) -> str:
 
 
 # What a batch operation decides on: the window's entries, bodies included
-# (a filter reads the text).
+# (a filter reads the text). It runs once per operation, so every row is read
+# by its key (a probe each), whatever the statistics say: a conversation they
+# do not know yet is estimated at a row or two, and a join planned for that
+# read a 20,000-message conversation once per message, past the statement
+# timeout (docs/operations.md, "Statistics").
+_ENTRY_COLUMNS = "b.seq, b.sort_key, m.role, m.agent_id, m.tool_call_id, e.data, ed.data"
+_ENTRY_CONDITIONS = (
+    "b.conversation_id = %(cid)s AND b.batch = %(batch)s"
+    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
+)
 WINDOW_ENTRIES = (
-    "SELECT b.seq, b.sort_key, m.role, m.agent_id, m.tool_call_id,"
-    " e.data, ed.data FROM batch_members AS b"
-    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    f"{MESSAGE_JOINS}"
-    " WHERE b.conversation_id = %(cid)s AND b.batch = %(batch)s"
-    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s) ORDER BY b.sort_key"
+    " UNION ALL ".join(
+        f"SELECT {_ENTRY_COLUMNS} FROM {source}{_PROBE_EVENTS} WHERE {_ENTRY_CONDITIONS}"
+        for source in (
+            _ARRIVED,
+            _carried_by_key("m.role, m.agent_id, m.tool_call_id, m.event_version, m.edit_version"),
+        )
+    )
+    + " ORDER BY 2"
 )
 
 # Whose window a batch is (NULL: every agent's); no row: no such batch.
@@ -672,13 +696,14 @@ INSERT_BATCH = (
 # boundary on and the retained messages — of its agent, when it is one
 # agent's window: O(source batch). They are carried over as rows of their
 # own; what arrives in the new batch later is a member by its own row.
-COPY_MEMBERS = (
-    "INSERT INTO batch_carried (conversation_id, batch, sort_key, seq)"
-    " SELECT b.conversation_id, %(batch)s, b.sort_key, b.seq FROM batch_members AS b"
-    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-    " WHERE b.conversation_id = %(cid)s AND b.batch = %(source)s"
-    " AND (b.sort_key >= %(boundary)s OR b.seq = ANY(%(retained)s))"
-    " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
+COPY_MEMBERS = "INSERT INTO batch_carried (conversation_id, batch, sort_key, seq) " + (
+    " UNION ALL ".join(
+        f"SELECT b.conversation_id, %(batch)s, b.sort_key, b.seq FROM {source}"
+        " WHERE b.conversation_id = %(cid)s AND b.batch = %(source)s"
+        " AND (b.sort_key >= %(boundary)s OR b.seq = ANY(%(retained)s))"
+        " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
+        for source in (_ARRIVED, _carried_by_key("m.agent_id"))
+    )
 )
 
 PIN_MESSAGE = (
@@ -747,10 +772,10 @@ FORK_WINDOWS = (
     " AND b.event_version < coalesce((SELECT n.event_version FROM messages AS n"
     " WHERE n.conversation_id = %(parent)s AND n.seq > %(up_to)s ORDER BY n.seq LIMIT 1),"
     " 2147483647)) AS batch FROM agents AS a)"
-    " SELECT m.agent_id, m.seq, m.sort_key, w.batch, b.seq IS NOT NULL FROM messages AS m"
-    " JOIN windows AS w ON w.agent_id = m.agent_id"
-    " LEFT JOIN batch_members AS b ON b.conversation_id = m.conversation_id"
-    " AND b.batch = w.batch AND b.sort_key = m.sort_key AND b.seq = m.seq"
+    " SELECT m.agent_id, m.seq, m.sort_key, w.batch, coalesce(m.batch = w.batch, false) OR EXISTS"
+    " (SELECT 1 FROM batch_carried AS b WHERE b.conversation_id = m.conversation_id"
+    " AND b.batch = w.batch AND b.sort_key = m.sort_key AND b.seq = m.seq)"
+    " FROM messages AS m JOIN windows AS w ON w.agent_id = m.agent_id"
     f" WHERE {_FORKED}"
 )
 FORK_PROFILES = (

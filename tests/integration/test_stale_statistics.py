@@ -1,0 +1,84 @@
+"""A batch operation reads its conversation by key, whatever the planner
+believes (docs/operations.md, "Statistics").
+
+A conversation the table statistics do not know yet is estimated at a row or
+two; a join planned for that reads the conversation once per message, and a
+20,000-message `start_batch` ran past the statement timeout. Here the
+statistics are made stale on purpose (autovacuum off for the test's tables,
+ANALYZE while only a small conversation exists, then a big one appended),
+and the plans of what a batch operation reads and copies are checked: every
+scan of `events` or `messages` is an index look-up by the row's key, never a
+scan of the conversation repeated per row."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+
+from store.conversation_keys import stream_id
+from store.messages import Message
+from store.postgres import sql
+from store.postgres.urls import libpq_url
+from store.repository import Repository
+
+TABLES = ("events", "messages", "batch_carried", "tool_calls", "message_role_index_user")
+# Per table, a column that only a look-up by key (not a conversation-wide
+# scan) has in its index condition.
+KEYS = {"events": ("version",), "messages": ("seq", "batch")}
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _scans_by_key(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> None:
+    row = conn.execute(f"EXPLAIN (FORMAT JSON) {statement}", params).fetchone()
+    assert row is not None
+    plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    for node in _nodes(plan[0]["Plan"]):
+        keys = KEYS.get(node.get("Relation Name", ""))
+        if keys is None:
+            continue
+        condition = node.get("Index Cond", "")
+        assert any(k in condition for k in keys), (
+            f"{node['Node Type']} on {node['Relation Name']} by {condition or 'nothing'}"
+        )
+
+
+def _user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_by_key(
+    repository: Repository, database_url: str
+) -> None:
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        for table in TABLES:
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        small = (await repository.create_conversation()).id
+        await repository.append_messages(small, [_user(f"s{i}") for i in range(50)])
+        conn.execute("ANALYZE")
+        big = (await repository.create_conversation()).id
+        for chunk in range(12):
+            await repository.append_messages(big, [_user(f"b{chunk}-{i}") for i in range(100)])
+
+        cid = stream_id(repository.tenant, big)
+        _scans_by_key(conn, sql.WINDOW_ENTRIES, {"cid": cid, "batch": 1, "agent": "main"})
+        copy = {
+            "cid": cid,
+            "batch": 2,
+            "source": 1,
+            "boundary": 1100,
+            "retained": [1, 2],
+            "agent": "main",
+        }
+        _scans_by_key(conn, sql.COPY_MEMBERS, copy)
+
+    await repository.start_batch(big, 1101, adjust=True)
+    window = await repository.visible_window(big, agent_id="main")
+    assert [m.text for m in window] == [f"b11-{i}" for i in range(100)]
