@@ -10,8 +10,8 @@ into one more table. An index on `messages (conversation_id, batch,
 sort_key)` walks the same rows in the same order for 54 bytes a message.
 
 `batch_members` stays, as a view (both kinds of member, the columns as
-before), for the reads that need not know the difference; the window reads
-name the two sources themselves (store/postgres/sql.py, docs/storage.md).
+before), for people's queries; the store's statements name the two sources
+themselves (store/postgres/sql.py, docs/storage.md).
 
 Upgrading moves nothing out of the log: the arrival rows that are deleted are
 exactly the ones the messages' own rows now stand for.
