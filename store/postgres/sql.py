@@ -118,10 +118,31 @@ _EVERY_WINDOW = (
 _ARRIVED = (
     "messages AS m CROSS JOIN LATERAL (SELECT m.conversation_id, m.batch, m.sort_key, m.seq) AS b"
 )
-_CARRIED = (
-    "batch_carried AS b"
-    " JOIN messages AS m ON m.conversation_id = b.conversation_id AND m.seq = b.seq"
-)
+# A member's event and edit, read by key, one probe each.
+_PROBE_EVENTS = (
+    " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
+    " WHERE e.conversation_id = b.conversation_id AND e.version = m.event_version"
+    " OFFSET 0) AS e ON true"
+    " LEFT JOIN LATERAL (SELECT ed.data FROM events AS ed"
+    " WHERE ed.conversation_id = b.conversation_id AND ed.version = m.edit_version"
+    " OFFSET 0) AS ed ON true"
+)  # OFFSET 0: each stays a probe per member, not a join the planner may hash
+
+
+def _carried_by_key(columns: str, condition: str = "") -> str:
+    """Carried members, each message's `columns` read by its key (a probe per
+    member, `condition` added)."""
+    return (
+        f"batch_carried AS b JOIN LATERAL (SELECT {columns} FROM messages AS m"
+        f" WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq{condition}"
+        " OFFSET 0) AS m ON true"
+    )
+
+
+# Carried members are a compacted window: read member by member, by key,
+# whatever the statistics say (a join planned for "one row" read the whole
+# conversation once per member; docs/operations.md, "Statistics").
+_CARRIED = _carried_by_key("m.*")
 _SOURCES = (_ARRIVED, _CARRIED)
 
 
@@ -138,10 +159,25 @@ Branch = tuple[str, list[str], str]
 
 
 def _from_each_source(
-    conditions: list[str], gate: str, *, on: str | None = None, joins: str = MESSAGE_JOINS
+    conditions: list[str],
+    gate: str,
+    *,
+    on: str | None = None,
+    bodies: bool = True,
+    by_key: bool = False,
 ) -> list[Branch]:
-    """One branch per member source, under the same gate."""
-    return [(_joined(source, on, joins), conditions, gate) for source in _SOURCES]
+    """One branch per member source, under the same gate; with `bodies`,
+    each message's event joined. The arrivals' events are joined as the
+    planner sees fit (a whole history's window is hash-joined), or, `by_key`,
+    probed row by row: what a read walks a few rows of, or reads after a
+    compaction, stays a look-up whatever the statistics say. The carried
+    members' are always probed."""
+    arrived = (_PROBE_EVENTS if by_key else MESSAGE_JOINS) if bodies else ""
+    carried = _PROBE_EVENTS if bodies else ""
+    return [
+        (_joined(_ARRIVED, on, arrived), conditions, gate),
+        (_joined(_CARRIED, on, carried), conditions, gate),
+    ]
 
 
 def _window_conditions(*, batch: bool, agent: bool) -> tuple[str | None, list[str]]:
@@ -231,7 +267,9 @@ def _every_window(*, page: bool) -> str:
             *_from_each_source(
                 shared, _NO_OWN, on="b.conversation_id = c.id AND b.batch = c.current_batch"
             ),
-            *_from_each_source(own, f"NOT {_NO_OWN}", on=on),
+            # Every agent's window once some agent has its own: usually a
+            # compacted window or two, so read by key.
+            *_from_each_source(own, f"NOT {_NO_OWN}", on=on, by_key=True),
         ],
         _WINDOW_OUTPUT,
         page=page,
@@ -247,26 +285,6 @@ def _every_window(*, page: bool) -> str:
 # sees only "some batch of this conversation" and estimated half of it, which
 # for a 302-message window in 20,000 messages was a hash join over all
 # 20,000 (23 ms, against 1.6 ms member by member).
-_PROBE_EVENTS = (
-    " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
-    " WHERE e.conversation_id = b.conversation_id AND e.version = m.event_version"
-    " OFFSET 0) AS e ON true"
-    " LEFT JOIN LATERAL (SELECT ed.data FROM events AS ed"
-    " WHERE ed.conversation_id = b.conversation_id AND ed.version = m.edit_version"
-    " OFFSET 0) AS ed ON true"
-)  # OFFSET 0: each stays a probe per member, not a join the planner may hash
-
-
-def _carried_by_key(columns: str, condition: str = "") -> str:
-    """Carried members, each message's `columns` read by its key (a probe per
-    member, `condition` added)."""
-    return (
-        f"batch_carried AS b JOIN LATERAL (SELECT {columns} FROM messages AS m"
-        f" WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq{condition}"
-        " OFFSET 0) AS m ON true"
-    )
-
-
 _CARRIED_BY_MEMBER = (
     _carried_by_key(
         "m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned, m.event_version,"
@@ -295,21 +313,25 @@ def _agent_window(output: str, *, page: bool) -> str:
     )
 
 
-def _every_window_branches(conditions: list[str], joins: str) -> list[Branch]:
+def _every_window_branches(conditions: list[str], *, bodies: bool) -> list[Branch]:
     """Every agent's windows, `conditions` added, as gated branches (as
     `_every_window`): the current batch, walked along its key, while no
     agent has a window of its own (the usual case); else the general form,
     where each message's own agent decides its batch (the planner reads it
-    whole). `joins`: what follows `m`."""
+    whole). With `bodies`, each message's event, probed by key."""
     return [
         *_from_each_source(
-            ["b.conversation_id = %(cid)s", _IN_CURRENT_BATCH, *conditions], _NO_OWN, joins=joins
+            ["b.conversation_id = %(cid)s", _IN_CURRENT_BATCH, *conditions],
+            _NO_OWN,
+            bodies=bodies,
+            by_key=True,
         ),
         *_from_each_source(
             ["b.conversation_id = %(cid)s", _EVERY_WINDOW, *conditions],
             f"NOT {_NO_OWN}",
             on="b.conversation_id = c.id",
-            joins=joins,
+            bodies=bodies,
+            by_key=True,
         ),
     ]
 
@@ -321,9 +343,9 @@ def recent_in_window(*, agent: bool) -> str:
     role = ["m.role = %(role)s"]
     if agent:
         on, conditions = _window_conditions(batch=False, agent=True)
-        branches = _from_each_source([*conditions, *role], "true", on=on)
+        branches = _from_each_source([*conditions, *role], "true", on=on, by_key=True)
     else:
-        branches = _every_window_branches(role, MESSAGE_JOINS)
+        branches = _every_window_branches(role, bodies=True)
     last = f" ORDER BY b.sort_key DESC {_limit_of('n')}"
     union = _gated(branches, f"{MESSAGE_COLUMNS}, b.sort_key AS window_key", last)
     return (
@@ -405,7 +427,7 @@ COUNT_IN_HISTORY = "SELECT role_counts FROM conversations WHERE id = %(cid)s"
 # the members and `messages` only (no bodies).
 COUNT_IN_WINDOW = (
     "SELECT role, count(*) FROM ("
-    + _gated(_every_window_branches([], ""), "m.role", " OFFSET 0")
+    + _gated(_every_window_branches([], bodies=False), "m.role", " OFFSET 0")
     + ") AS windows GROUP BY role"
 )
 

@@ -6,9 +6,10 @@ two; a join planned for that reads the conversation once per message, and a
 20,000-message `start_batch` ran past the statement timeout. Here the
 statistics are made stale on purpose (autovacuum off for the test's tables,
 ANALYZE while only a small conversation exists, then a big one appended),
-and the plans of what a batch operation reads and copies are checked: every
-scan of `events` or `messages` is an index look-up by the row's key, never a
-scan of the conversation repeated per row."""
+and the plans of what a batch operation reads and copies, and of the reads
+of a compacted window, are checked: every scan of `events` or `messages`
+run more than once is an index look-up by the row's key, never a scan of
+the conversation."""
 
 from __future__ import annotations
 
@@ -37,16 +38,21 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _scans_by_key(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> None:
-    row = conn.execute(f"EXPLAIN (FORMAT JSON) {statement}", params).fetchone()
+    """Run `statement` (rolled back) and check that every scan of `events`
+    or `messages` it ran more than once was a look-up by the row's key, not
+    a scan of the conversation."""
+    with conn.transaction(force_rollback=True):
+        row = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", params).fetchone()
     assert row is not None
     plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
     for node in _nodes(plan[0]["Plan"]):
         keys = KEYS.get(node.get("Relation Name", ""))
-        if keys is None:
+        if keys is None or node.get("Actual Loops", 0) <= 1:
             continue
         condition = node.get("Index Cond", "")
         assert any(k in condition for k in keys), (
-            f"{node['Node Type']} on {node['Relation Name']} by {condition or 'nothing'}"
+            f"{node['Node Type']} on {node['Relation Name']} by {condition or 'nothing'},"
+            f" {node['Actual Loops']} times"
         )
 
 
@@ -82,3 +88,17 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
     await repository.start_batch(big, 1101, adjust=True)
     window = await repository.visible_window(big, agent_id="main")
     assert [m.text for m in window] == [f"b11-{i}" for i in range(100)]
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        # After the compaction: each agent's window, every agent's, their
+        # last messages of a role, their role counts.
+        for agent in (False, True):
+            params = {
+                "cid": cid,
+                "agent": "main",
+                "role": "user",
+                "n": 3,
+                "tenant": repository.tenant,
+            }
+            _scans_by_key(conn, sql.recent_in_window(agent=agent), params)
+        _scans_by_key(conn, sql.COUNT_IN_WINDOW, {"cid": cid})
+        _scans_by_key(conn, sql.ASSEMBLY_WINDOW, {"cid": cid, "agent": "main"})
