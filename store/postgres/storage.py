@@ -59,7 +59,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -406,6 +406,11 @@ class _Remembered:
     # The calls still unanswered that this storage saw made or looked up
     # (call id → agent): a tool result for one of them is decided from here.
     pending: Mapping[str, str]
+    # How often lately another write had come between this storage's
+    # appends (another process writes the conversation too): from
+    # MAX_STRIKES on, an optimistic append would mostly cost a round trip
+    # more, so appends read the row first until the other writer stops.
+    strikes: int = 0
 
     def answers(self, tenant: str, lookups: Lookups) -> bool:
         """Can the append with `lookups` be decided from memory alone? Not
@@ -436,6 +441,7 @@ class _Remembered:
             version=stream_version + len(write.events),
             head=write.changes.head,
             pending=pending,
+            strikes=self.strikes,
         )
 
 
@@ -447,9 +453,11 @@ AUTOVACUUM_OFF = (
 )
 
 # How many conversations a storage remembers (most recently appended to
-# first), and at most how many of a conversation's unanswered calls.
+# first), at most how many of a conversation's unanswered calls, and after
+# how many writes from elsewhere it stops appending optimistically.
 MAX_REMEMBERED = 10_000
 MAX_REMEMBERED_CALLS = 256
+MAX_STRIKES = 2
 
 
 class _OptimisticSession:
@@ -467,6 +475,7 @@ class _OptimisticSession:
         self.conversation_id = cid
         self.memory = memory
         self.written: Write | None = None
+        self.moved = False  # the row was found at another version: nothing written
         self._stream = StreamRow(
             tenant=memory.tenant,
             version=memory.version,
@@ -503,6 +512,7 @@ class _OptimisticSession:
             await conn.execute("COMMIT")
         row = await lock.fetchone()
         if head.rowcount != 1 or row is None:  # another write came between
+            self.moved = True
             raise StaleHead()
         self.written = write
         recorded_at: datetime = row[7]
@@ -781,6 +791,9 @@ class PostgresStorage:
         self._feed_signal = FeedSignal(pool)
         # Conversations this storage appended to, most recent last.
         self._remembered: OrderedDict[uuid.UUID, _Remembered] = OrderedDict()
+        # Conversations whose optimistic append just found the row moved on
+        # (its strikes so far), until the retry under the lock remembers them.
+        self._moved: dict[uuid.UUID, int] = {}
 
     @classmethod
     async def connect(
@@ -866,6 +879,7 @@ class PostgresStorage:
                         optimistic
                         and create is None
                         and remembered is not None
+                        and remembered.strikes < MAX_STRIKES
                         and remembered.answers(tenant, lookups)
                     ):
                         # One round trip, sent by its write (or nothing at all).
@@ -881,6 +895,11 @@ class PostgresStorage:
                             await conn.execute("COMMIT")
                 except BaseException as error:
                     await _rollback(conn, error)
+                    if isinstance(session, _OptimisticSession) and session.moved:
+                        # The retry, under the lock, remembers the strike.
+                        self._moved[conversation_id] = session.memory.strikes + 1
+                    else:
+                        self._moved.pop(conversation_id, None)
                     if isinstance(session, _OptimisticSession) and isinstance(
                         error, psycopg.errors.UniqueViolation
                     ):
@@ -905,15 +924,27 @@ class PostgresStorage:
         """After a committed write: remember the conversation if it was an
         append (the next one can then go out in one round trip), else
         forget it (popped at the write's start: any failure forgets too)."""
+        moved = self._moved.pop(conversation_id, None)
         if isinstance(session, _OptimisticSession):
             written = session.written
             after = (
                 None if written is None else session.memory.after(written, session.memory.version)
             )
+            strikes = max(0, session.memory.strikes - 1)  # nothing came between
         else:
             after = session.remembered_after(previous)
+            stream = session.stream
+            if moved is not None:  # the retry of an optimistic append that found the row moved
+                strikes = moved
+            elif previous is None or stream is None:
+                strikes = 0
+            elif previous.version == stream.version:  # nothing came between
+                strikes = max(0, previous.strikes - 1)
+            else:
+                strikes = min(MAX_STRIKES, previous.strikes + 1)
         if after is None:
             return
+        after = replace(after, strikes=min(MAX_STRIKES, strikes))
         remembered = self._remembered
         known = remembered.get(conversation_id)
         if known is not None and known.version > after.version:

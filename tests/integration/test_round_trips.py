@@ -189,3 +189,30 @@ async def test_a_short_read_is_one_statement(
 
     assert await _wire(storage, lambda: read(repository, conversation.id)) == (1, 1)
     assert await _wire(storage, lambda: read(repository, empty.id)) == (2, 2)
+
+
+async def test_a_conversation_written_in_turns_by_two_processes_costs_no_extra_round_trip(
+    storage: PostgresStorage, database_url: str
+) -> None:
+    """Two processes (two storages) appending in turns would each find the
+    row moved at every optimistic append (one round trip wasted, then two):
+    after two such strikes a storage reads the row first, and goes back to
+    one round trip once the other writer stops."""
+    repository = Repository(storage)
+    conversation = await repository.create_conversation()
+    other = await PostgresStorage.connect(database_url, min_size=1, max_size=1)
+
+    async def append() -> None:
+        await repository.append_messages(conversation.id, [user("mine")])
+
+    try:
+        theirs = Repository(other)
+        for _ in range(3):
+            await append()
+            await theirs.append_messages(conversation.id, [user("theirs")])
+        # BEGIN, the lock | the write, COMMIT: what it cost before remembering.
+        assert await _wire(storage, append) == (2, 4)
+    finally:
+        await other.close()
+    await append()  # nothing came between: the strikes wear off
+    assert await _wire(storage, append) == (1, 4)
