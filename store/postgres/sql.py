@@ -129,20 +129,14 @@ _PROBE_EVENTS = (
 )  # OFFSET 0: each stays a probe per member, not a join the planner may hash
 
 
-def _carried_by_key(columns: str, condition: str = "") -> str:
-    """Carried members, each message's `columns` read by its key (a probe per
-    member, `condition` added)."""
-    return (
-        f"batch_carried AS b JOIN LATERAL (SELECT {columns} FROM messages AS m"
-        f" WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq{condition}"
-        " OFFSET 0) AS m ON true"
-    )
-
-
-# Carried members are a compacted window: read member by member, by key,
-# whatever the statistics say (a join planned for "one row" read the whole
-# conversation once per member; docs/operations.md, "Statistics").
-_CARRIED = _carried_by_key("m.*")
+# Carried members are a compacted window: read member by member, each
+# message by its key, whatever the statistics say (a join planned for "one
+# row" read the whole conversation once per member; docs/operations.md,
+# "Statistics").
+_CARRIED = (
+    "batch_carried AS b JOIN LATERAL (SELECT m.* FROM messages AS m"
+    " WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq OFFSET 0) AS m ON true"
+)
 _SOURCES = (_ARRIVED, _CARRIED)
 
 
@@ -285,28 +279,15 @@ def _every_window(*, page: bool) -> str:
 # sees only "some batch of this conversation" and estimated half of it, which
 # for a 302-message window in 20,000 messages was a hash join over all
 # 20,000 (23 ms, against 1.6 ms member by member).
-_CARRIED_BY_MEMBER = (
-    _carried_by_key(
-        "m.seq, m.batch, m.role_ordinal, m.token_estimate, m.pinned, m.event_version,"
-        " m.edit_version",
-        " AND m.agent_id = %(agent)s",
-    )
-    + _PROBE_EVENTS
-)
-
-
 def _agent_window(output: str, *, page: bool) -> str:
     first = ["b.conversation_id = %(cid)s", "b.batch = 1", "m.agent_id = %(agent)s"]
     later = ["b.conversation_id = %(cid)s", f"b.batch = {_BATCH_OF_AGENT}"]
     return _one_of(
         [
             (f"{_ARRIVED}{MESSAGE_JOINS}", first, f"{_BATCH_OF_AGENT} = 1"),
-            (
-                f"{_ARRIVED}{_PROBE_EVENTS}",
-                [*later, "m.agent_id = %(agent)s"],
-                f"{_BATCH_OF_AGENT} <> 1",
+            *_from_each_source(
+                [*later, "m.agent_id = %(agent)s"], f"{_BATCH_OF_AGENT} <> 1", by_key=True
             ),
-            (_CARRIED_BY_MEMBER, later, f"{_BATCH_OF_AGENT} <> 1"),
         ],
         output,
         page=page,
@@ -368,10 +349,7 @@ _ENTRY_CONDITIONS = (
 WINDOW_ENTRIES = (
     " UNION ALL ".join(
         f"SELECT {_ENTRY_COLUMNS} FROM {source}{_PROBE_EVENTS} WHERE {_ENTRY_CONDITIONS}"
-        for source in (
-            _ARRIVED,
-            _carried_by_key("m.role, m.agent_id, m.tool_call_id, m.event_version, m.edit_version"),
-        )
+        for source in _SOURCES
     )
     + " ORDER BY 2"
 )
@@ -724,7 +702,7 @@ COPY_MEMBERS = "INSERT INTO batch_carried (conversation_id, batch, sort_key, seq
         " WHERE b.conversation_id = %(cid)s AND b.batch = %(source)s"
         " AND (b.sort_key >= %(boundary)s OR b.seq = ANY(%(retained)s))"
         " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
-        for source in (_ARRIVED, _carried_by_key("m.agent_id"))
+        for source in _SOURCES
     )
 )
 

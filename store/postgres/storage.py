@@ -441,7 +441,6 @@ class _Remembered:
             version=stream_version + len(write.events),
             head=write.changes.head,
             pending=pending,
-            strikes=self.strikes,
         )
 
 
@@ -791,9 +790,6 @@ class PostgresStorage:
         self._feed_signal = FeedSignal(pool)
         # Conversations this storage appended to, most recent last.
         self._remembered: OrderedDict[uuid.UUID, _Remembered] = OrderedDict()
-        # Conversations whose optimistic append just found the row moved on
-        # (its strikes so far), until the retry under the lock remembers them.
-        self._moved: dict[uuid.UUID, int] = {}
 
     @classmethod
     async def connect(
@@ -896,10 +892,9 @@ class PostgresStorage:
                 except BaseException as error:
                     await _rollback(conn, error)
                     if isinstance(session, _OptimisticSession) and session.moved:
-                        # The retry, under the lock, remembers the strike.
-                        self._moved[conversation_id] = session.memory.strikes + 1
-                    else:
-                        self._moved.pop(conversation_id, None)
+                        # Kept for the retry under the lock, which finds the
+                        # row past it and counts the strike.
+                        self._remembered[conversation_id] = session.memory
                     if isinstance(session, _OptimisticSession) and isinstance(
                         error, psycopg.errors.UniqueViolation
                     ):
@@ -923,28 +918,26 @@ class PostgresStorage:
     ) -> None:
         """After a committed write: remember the conversation if it was an
         append (the next one can then go out in one round trip), else
-        forget it (popped at the write's start: any failure forgets too)."""
-        moved = self._moved.pop(conversation_id, None)
+        forget it (popped at the write's start: a failure forgets it too,
+        but for an optimistic append that found the row moved on, kept for
+        its retry)."""
         if isinstance(session, _OptimisticSession):
             written = session.written
-            after = (
-                None if written is None else session.memory.after(written, session.memory.version)
-            )
-            strikes = max(0, session.memory.strikes - 1)  # nothing came between
+            previous = session.memory
+            after = None if written is None else previous.after(written, previous.version)
+            came_between = False  # the guard held
         else:
             after = session.remembered_after(previous)
             stream = session.stream
-            if moved is not None:  # the retry of an optimistic append that found the row moved
-                strikes = moved
-            elif previous is None or stream is None:
-                strikes = 0
-            elif previous.version == stream.version:  # nothing came between
-                strikes = max(0, previous.strikes - 1)
-            else:
-                strikes = min(MAX_STRIKES, previous.strikes + 1)
+            came_between = (
+                previous is not None and stream is not None and previous.version != stream.version
+            )
         if after is None:
             return
-        after = replace(after, strikes=min(MAX_STRIKES, strikes))
+        # Another write between this storage's appends is a strike; an
+        # append with none between takes one off.
+        strikes = 0 if previous is None else previous.strikes + (1 if came_between else -1)
+        after = replace(after, strikes=max(0, min(MAX_STRIKES, strikes)))
         remembered = self._remembered
         known = remembered.get(conversation_id)
         if known is not None and known.version > after.version:
