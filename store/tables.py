@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from store import api_keys as api_key_tables  # noqa: F401
 from store.projections import tables as projection_tables
-from store.projections.tables import include_name, is_role_partition
+from store.projections.tables import include_name
 from store.schema import metadata
 
-__all__ = ["include_name", "is_role_partition", "metadata", "projection_tables"]
+__all__ = ["include_name", "metadata", "projection_tables"]

@@ -122,7 +122,7 @@ def _bug(violation: Violation) -> ConvoStoreError:
 # Every named constraint and unique index of the schema (`store.schema`,
 # `store.projections.tables`, `store.api_keys`), each with a decision; a
 # test keeps this table and the schema's names in step. A violation of a
-# constraint not listed (or of a role partition's own key) is a StorageError.
+# constraint not listed is a StorageError.
 #
 # Only three things are a caller's affair: the stream-version key (another
 # writer got the version first: the row lock's backstop), and the client id /
@@ -146,7 +146,10 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "pk_messages": _bug,
         "uq_messages_client_message_id": _client_id_reused,
         "ck_messages_role_known": _bug,
-        "pk_message_role_index": _bug,
+        "uq_messages_role_system": _bug,
+        "uq_messages_role_user": _bug,
+        "uq_messages_role_assistant": _bug,
+        "uq_messages_role_tool": _bug,
         "pk_batches": _bug,
         "pk_batch_carried": _bug,
         "pk_tool_calls": _bug,  # duplicate call ids are InvalidMessage before any insert
@@ -166,6 +169,8 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "fk_events_conversation_id_conversations": _bug,
         # Retired by migration 0011 (renamed with its table, `batch_carried`).
         "pk_batch_members": _bug,
+        # Retired by migration 0012 (the per-role indexes of `messages`).
+        "pk_message_role_index": _bug,
     }
 )
 RETIRED_CONSTRAINTS: Final = frozenset(
@@ -176,6 +181,7 @@ RETIRED_CONSTRAINTS: Final = frozenset(
         "uq_messages_sort_key",
         "fk_events_conversation_id_conversations",
         "pk_batch_members",
+        "pk_message_role_index",
     }
 )
 

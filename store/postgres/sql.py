@@ -362,20 +362,17 @@ def _of_role(role: str, columns: str) -> str:
     """`columns` of `role`'s messages this tenant may read, up to the WHERE
     clause's end, for the caller's conditions to follow (AND ...).
 
-    They are read from the role's partition of `message_role_index`, its
-    name and the role written into the statement (one statement per role),
-    not passed as a parameter: with a parameter, only a plan made for the
-    call's value could leave the other roles' partitions out, and a reusable
-    plan carried all four. (`i.role = ...` keeps the partition's primary key
-    order usable.)
+    They are found through the role's own index (`uq_messages_role_<role>`,
+    `(conversation_id, role_ordinal)`, migration 0012), the role written
+    into the statement (one statement per role), not passed as a parameter:
+    a partial index serves only a statement that names its role, and a
+    reusable plan for a parameter could not.
     """
     if role not in ROLES:  # validated by the repository; never text from outside
         raise ValueError(f"unknown role {role!r}")
     return (
-        f"SELECT {columns} FROM message_role_index_{role} AS i"
-        " JOIN messages AS m ON m.conversation_id = i.conversation_id AND m.seq = i.seq"
-        f"{MESSAGE_JOINS}"
-        f" WHERE i.conversation_id = %(cid)s AND i.role = '{role}' AND {READABLE}"
+        f"SELECT {columns} FROM messages AS m{MESSAGE_JOINS}"
+        f" WHERE m.conversation_id = %(cid)s AND m.role = '{role}' AND {READABLE}"
     )
 
 
@@ -383,9 +380,9 @@ def _of_role(role: str, columns: str) -> str:
 def recent_in_history(role: str) -> str:
     """The last `%(n)s` messages of `role` in the whole history."""
     return (
-        f"SELECT * FROM ({_of_role(role, f'{MESSAGE_COLUMNS}, i.ordinal')}"
+        f"SELECT * FROM ({_of_role(role, f'{MESSAGE_COLUMNS}, m.role_ordinal AS ordinal')}"
         " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
-        f" ORDER BY i.ordinal DESC {_limit_of('n')}) AS recent ORDER BY ordinal"
+        f" ORDER BY m.role_ordinal DESC {_limit_of('n')}) AS recent ORDER BY ordinal"
     )
 
 
@@ -394,7 +391,7 @@ def role_range(role: str) -> str:
     """`role`'s messages `%(first)s`..`%(last)s` (ordinals, 1-based)."""
     return (
         f"{_of_role(role, MESSAGE_COLUMNS)}"
-        " AND i.ordinal BETWEEN %(first)s AND %(last)s ORDER BY i.ordinal"
+        " AND m.role_ordinal BETWEEN %(first)s AND %(last)s ORDER BY m.role_ordinal"
     )
 
 
@@ -579,11 +576,6 @@ INSERT_MESSAGES = (
     f" FROM {_MESSAGE_ROWS}"
 )
 
-INSERT_ROLE_INDEX = (
-    "INSERT INTO message_role_index (conversation_id, role, ordinal, seq)"
-    f" SELECT %(cid)s, x.role, x.role_ordinal, x.seq FROM {_MESSAGE_ROWS}"
-)
-
 INSERT_CALLS = (
     "INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
     " result_seq, is_error, status)"
@@ -635,7 +627,7 @@ def append_cte(
 ) -> str:
     """One statement for a whole write of appended messages: events, message
     rows (a message's row is also its membership of the batch it arrives
-    in), role index, tool calls, the stream's version and head, the
+    in, and its role's index entry), tool calls, the stream's version and head, the
     idempotency request.
 
     Data-modifying CTEs all run to completion whether or not the outer query
@@ -652,13 +644,7 @@ def append_cte(
     and_ = f" AND {_STILL_AT}" if guarded else ""
     parts = [("ev", f"{INSERT_EVENTS}{where}")]
     if with_messages:
-        # The message rows are decoded from JSON once, for the three tables.
-        rows = f"SELECT * FROM {_MESSAGE_ROWS}{where}"
-        parts += [
-            ("x", rows),
-            ("ms", INSERT_MESSAGES.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
-            ("ri", INSERT_ROLE_INDEX.replace(f"FROM {_MESSAGE_ROWS}", "FROM x")),
-        ]
+        parts.append(("ms", f"{INSERT_MESSAGES}{where}"))
     if calls:
         parts.append(("tc", f"{INSERT_CALLS}{where}"))
     if answers:
@@ -821,9 +807,7 @@ COPY_FORKED = (
     " ms AS (INSERT INTO messages (conversation_id, seq, event_version, role_ordinal, batch,"
     " token_estimate, is_error, sort_key, role, agent_id, kind, tool_call_id, client_message_id,"
     " pinned) SELECT %(cid)s, seq, version, ordinal, 1, token_estimate, is_error, sort_key, role,"
-    " agent_id, kind, tool_call_id, client_message_id, pinned FROM src),"
-    " ri AS (INSERT INTO message_role_index (conversation_id, role, ordinal, seq)"
-    " SELECT %(cid)s, role, ordinal, seq FROM src)"
+    " agent_id, kind, tool_call_id, client_message_id, pinned FROM src)"
     " INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
     " result_seq, is_error, status)"
     " SELECT %(cid)s, t.call_id, t.agent_id, t.tool_name, t.assistant_seq, a.result_seq,"
@@ -835,11 +819,9 @@ COPY_FORKED = (
     " AND (%(agent)s::text IS NULL OR t.agent_id = %(agent)s)"
 )
 
-# Every projection table, for a purge or a rebuild (the role index's
-# partitions go with their parent).
+# Every projection table, for a purge or a rebuild.
 VIEW_TABLES = (
     "messages",
-    "message_role_index",
     "batches",
     "batch_carried",
     "tool_calls",

@@ -7,7 +7,7 @@ Round trips are the cost to watch: a single append is two at most.
    front (the calls its tool results answer, its client ids, its
    idempotency key) go out together in pipeline mode, one sync.
 2. The whole write — events, message rows (each also its membership of
-   the batch it arrives in), role index, tool calls, the stream's version
+   the batch it arrives in, and its role's index entry), tool calls, the stream's version
    and head, the remembered request — is one statement (`sql.append_cte`,
    data-modifying CTEs), sent with `COMMIT`, one sync.
 
@@ -267,7 +267,7 @@ def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, An
             ]
         case AppendMessages():
             params = {"cid": cid, **_append_params(step)}
-            statements = [sql.INSERT_MESSAGES, sql.INSERT_ROLE_INDEX]
+            statements = [sql.INSERT_MESSAGES]
             if step.calls:
                 statements.append(sql.INSERT_CALLS)
             if step.answered:

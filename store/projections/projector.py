@@ -81,8 +81,8 @@ class Recorded:
 
 @dataclass(frozen=True, kw_only=True)
 class MessageRow:
-    """A row of `messages` (its body stays in the event at `event_version`)
-    and of the role index and batch membership."""
+    """A row of `messages` (its body stays in the event at `event_version`):
+    also its role's index entry and its membership of the batch it arrived in."""
 
     seq: int
     sort_key: Decimal
@@ -131,8 +131,8 @@ class StartViews:
 
 @dataclass(frozen=True, kw_only=True)
 class AppendMessages:
-    """A run of appended messages: message rows (with role index and the
-    membership of the batch each arrived in), new calls, and the answers to
+    """A run of appended messages: message rows (each also its role's index
+    entry and its membership of the batch it arrived in), new calls, and the answers to
     calls made before the run (a call answered within the run is written
     answered: one write per row, whatever order a storage writes in)."""
 

@@ -8,10 +8,12 @@ equals what inline maintenance built, row for row.
   is columns of `conversations`, beside the stream version they follow.
 - `messages`: one row per message: real columns for what reads filter and
   order on; the body stays in the message's event.
-- `message_role_index`: LIST-partitioned by role, one partition per role
-  (`message_role_index_user`, …): the n-th message of a role → its seq.
-  "Last 3 user messages", "assistant messages 2..5", "how many tool
-  messages" are look-ups on its primary key.
+- per role, the n-th message of that role → its row: a unique index of
+  `messages` per role (`uq_messages_role_user`, …, on `(conversation_id,
+  role_ordinal)`). "Last 3 user messages" and "assistant messages 2..5" are
+  look-ups on it; "how many tool messages" is the stream row's
+  `role_counts`. Each role's relation of its own name
+  (`message_role_index_user`, …) is a view over these rows (migration 0012).
 - `batches`: each visibility window's definition, and whose window it is.
 - batch membership (which messages each batch shows, in window order): a
   message is a member of the batch it arrived in by its own row
@@ -42,6 +44,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
+from store.messages import ROLES
 from store.schema import metadata
 
 ROLE_PARTITIONS = ("system", "user", "assistant", "tool")
@@ -85,6 +88,17 @@ messages = Table(
     # Each batch's arrivals in window order (`batch_carried` holds the rest
     # of its members).
     Index("ix_messages_batch", "conversation_id", "batch", "sort_key"),
+    # One table's worth of look-ups per role: the n-th message of a role.
+    *(
+        Index(
+            f"uq_messages_role_{role}",
+            "conversation_id",
+            "role_ordinal",
+            unique=True,
+            postgresql_where=text(f"role = '{role}'"),
+        )
+        for role in ROLES
+    ),
     Index(
         "uq_messages_client_message_id",
         "conversation_id",
@@ -92,20 +106,6 @@ messages = Table(
         unique=True,
         postgresql_where=text("client_message_id IS NOT NULL"),
     ),
-)
-
-# One parent, LIST-partitioned by role; the partitions are created by the
-# migration (SQLAlchemy models the parent; queries go through it and
-# PostgreSQL prunes to the one partition a role names).
-message_role_index = Table(
-    "message_role_index",
-    metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("role", Text, nullable=False),
-    Column("ordinal", BigInteger, nullable=False),
-    Column("seq", BigInteger, nullable=False),
-    PrimaryKeyConstraint("conversation_id", "role", "ordinal", name="pk_message_role_index"),
-    postgresql_partition_by="LIST (role)",
 )
 
 batches = Table(
@@ -186,7 +186,6 @@ context_slots = Table(
 
 PROJECTION_TABLES = (
     messages,
-    message_role_index,
     batches,
     batch_carried,
     tool_calls,
@@ -195,20 +194,13 @@ PROJECTION_TABLES = (
 )
 
 
-def is_role_partition(table_name: str) -> bool:
-    """Partitions of `message_role_index` are created by the migration, not
-    modelled: schema comparison skips them."""
-    return table_name.startswith("message_role_index_")
-
-
 # Expression indexes over derived text (migration 0006, docs/search.md): not
 # modelled (the substring one exists only where pg_trgm does), not compared.
 SEARCH_INDEXES = frozenset({"ix_events_search_text", "ix_events_search_substring"})
 
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """Alembic's `include_name` hook: compare everything but the partitions
-    and the search indexes."""
-    if type_ == "index" and name in SEARCH_INDEXES:
-        return False
-    return not (type_ == "table" and name is not None and is_role_partition(name))
+    """Alembic's `include_name` hook: compare everything but the search
+    indexes. (Views, `batch_members` and the per-role ones, are not
+    compared: alembic reads tables only.)"""
+    return not (type_ == "index" and name in SEARCH_INDEXES)

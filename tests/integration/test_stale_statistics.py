@@ -25,7 +25,7 @@ from store.postgres import sql
 from store.postgres.urls import libpq_url
 from store.repository import Repository
 
-TABLES = ("events", "messages", "batch_carried", "tool_calls", "message_role_index_user")
+TABLES = ("events", "messages", "batch_carried", "tool_calls")
 # Per table, a column that only a look-up by key (not a conversation-wide
 # scan) has in its index condition.
 KEYS = {"events": ("version",), "messages": ("seq", "batch")}
@@ -37,15 +37,21 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-def _scans_by_key(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> None:
-    """Run `statement` (rolled back) and check that every scan of `events`
-    or `messages` it ran more than once was a look-up by the row's key, not
-    a scan of the conversation."""
+def _plan(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What `statement` ran (EXPLAIN ANALYZE, rolled back)."""
     with conn.transaction(force_rollback=True):
         row = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", params).fetchone()
     assert row is not None
     plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
-    for node in _nodes(plan[0]["Plan"]):
+    top: dict[str, Any] = plan[0]["Plan"]
+    return top
+
+
+def _scans_by_key(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> None:
+    """Run `statement` (rolled back) and check that every scan of `events`
+    or `messages` it ran more than once was a look-up by the row's key, not
+    a scan of the conversation."""
+    for node in _nodes(_plan(conn, statement, params)):
         keys = KEYS.get(node.get("Relation Name", ""))
         if keys is None or node.get("Actual Loops", 0) <= 1:
             continue
@@ -84,6 +90,12 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
             "agent": "main",
         }
         _scans_by_key(conn, sql.COPY_MEMBERS, copy)
+        # A role's messages in the history: through the role's own index.
+        role = {"cid": cid, "tenant": repository.tenant, "agent": None, "n": 3}
+        for statement in (sql.recent_in_history("user"), sql.role_range("user")):
+            plan = _plan(conn, statement, {**role, "first": 5, "last": 9})
+            scans = [n for n in _nodes(plan) if n.get("Relation Name") == "messages"]
+            assert [n.get("Index Name") for n in scans] == ["uq_messages_role_user"], scans
 
     await repository.start_batch(big, 1101, adjust=True)
     window = await repository.visible_window(big, agent_id="main")

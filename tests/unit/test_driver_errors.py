@@ -263,7 +263,7 @@ def test_client_ids_and_idempotency_keys_are_idempotency_conflicts(constraint: s
         ("fk_events_conversation_id_conversations", "23503"),
         ("pk_messages", "23505"),
         ("uq_messages_sort_key", "23505"),
-        ("message_role_index_user_pkey", "23505"),  # a partition's own name
+        ("message_role_index_user_pkey", "23505"),  # a partition's own name (before 0012)
         ("no_such_constraint", "23505"),
         (None, "23502"),  # not null: no constraint name
     ],

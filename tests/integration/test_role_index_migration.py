@@ -1,0 +1,53 @@
+"""Migration 0012 replaces the per-role tables by per-role indexes of
+`messages` without changing any role read: a database upgraded from 0011
+answers them as before, its views show the rows the tables held, and
+downgrading rebuilds the tables row for row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.messages import ROLES, Message
+from store.repository import Repository
+from store.settings import Settings
+from tests.integration.test_forks import rich_parent
+from tests.integration.test_membership_migration import _migrate, _rows
+
+BEFORE = "0011_members_carried"
+INDEX_ROWS = "SELECT conversation_id, role, ordinal, seq FROM message_role_index ORDER BY 1, 2, 3"
+
+
+async def _role_reads(repository: Repository, keys: list[str]) -> list[Any]:
+    seen: list[Any] = []
+    for key in keys:
+        for role in ROLES:
+            seen.append(await repository.recent_by_role(key, role, 4, scope="history"))
+            seen.append(
+                await repository.recent_by_role(key, role, 4, scope="history", agent_id="helper")
+            )
+            seen.append(await repository.role_range(key, role, 2, 5))
+        seen.append(await repository.count_by_role(key, scope="history"))
+    return seen
+
+
+async def test_role_reads_survive_the_migration_both_ways(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    parent = await rich_parent(repository)
+    fork = await repository.fork(parent, agent_id="helper")
+    await repository.append_messages(fork.id, [Message(role="user", content="after the fork")])
+    keys = [parent, fork.id]
+    reads = await _role_reads(repository, keys)
+    rows = _rows(database_url, settings, INDEX_ROWS)  # the view
+    assert len(rows) == _rows(database_url, settings, "SELECT count(*) FROM messages")[0][0]
+
+    _migrate(database_url, settings, BEFORE, down=True)
+    # Before 0012 the same rows were a partitioned table's.
+    assert _rows(database_url, settings, INDEX_ROWS) == rows
+    kind = "SELECT relkind FROM pg_class WHERE relname = 'message_role_index_user'"
+    assert _rows(database_url, settings, kind) == [("r",)]
+
+    _migrate(database_url, settings, "head")
+    assert _rows(database_url, settings, kind) == [("v",)]
+    assert _rows(database_url, settings, INDEX_ROWS) == rows
+    assert await _role_reads(repository, keys) == reads
