@@ -31,12 +31,12 @@ conversation_id uuid, data jsonb)` in its own schema.
   message) to one conversation in a fresh database; the store's size is the
   growth of every table in the `public` schema (`pg_total_relation_size`:
   heap, TOAST, indexes, free-space and visibility maps, table by table in
-  `store_growth_by_table`), measured after `VACUUM (ANALYZE)` before and
-  after; the baseline's is its table's size (primary key only, no index on
-  the conversation) after as many INSERT + COMMITs of the same JSON and
-  VACUUM. Dead row versions the store leaves behind (e.g. the conversation's
-  head row, updated by every append) count: after VACUUM their space is
-  reusable but still occupied.
+  `store_growth_by_table`, each index in `store_growth_by_index`), measured
+  after `VACUUM (ANALYZE)` before and after; the baseline's is its table's
+  size (primary key only, no index on the conversation) after as many
+  INSERT + COMMITs of the same JSON and VACUUM. Dead row versions the store
+  leaves behind (e.g. the conversation's head row, updated by every append)
+  count: after VACUUM their space is reusable but still occupied.
 - without the words index (info rows): the same single and 100-message
   appends interleaved with the others, into a second database of the same
   server where `convo search-index disable text` was run, and the storage
@@ -382,6 +382,20 @@ ORDER BY c.relname
 """
 
 
+INDEX_SIZES = """
+SELECT c.relname, pg_relation_size(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'i' AND n.nspname = %s
+ORDER BY c.relname
+"""
+
+
+def index_sizes(url: str, settings: Settings, schema: str) -> dict[str, int]:
+    """Bytes per index of `schema`."""
+    with raw_sync_connection(url, settings) as conn:
+        return {name: size for name, size in conn.execute(INDEX_SIZES, (schema,)).fetchall()}
+
+
 def table_sizes(url: str, settings: Settings, schema: str) -> dict[str, dict[str, int]]:
     """Bytes per table of `schema`: heap + TOAST + maps, indexes, total."""
     with raw_sync_connection(url, settings) as conn:
@@ -405,6 +419,7 @@ async def storage(settings: Settings, *, text_index: bool = True) -> dict[str, A
             stream = await Stream.create(repository)
             vacuum(url, settings)
             before = table_sizes(url, settings, "public")
+            indexes_before = index_sizes(url, settings, "public")
             started = time.perf_counter()
             for message in messages:
                 await stream.append([message])
@@ -420,6 +435,7 @@ async def storage(settings: Settings, *, text_index: bool = True) -> dict[str, A
             await conn.close()
         vacuum(url, settings)
         after = table_sizes(url, settings, "public")
+        indexes_after = index_sizes(url, settings, "public")
         baseline = table_sizes(url, settings, "baseline")["messages"]
     growth = {
         name: {
@@ -435,6 +451,11 @@ async def storage(settings: Settings, *, text_index: bool = True) -> dict[str, A
         "store_bytes_per_message": store_bytes / STORAGE_APPENDS,
         "raw_bytes_per_message": baseline["total"] / STORAGE_APPENDS,
         "store_growth_by_table": {n: g for n, g in growth.items() if g["total"]},
+        "store_growth_by_index": {
+            name: grown
+            for name, size in indexes_after.items()
+            if (grown := size - indexes_before.get(name, 0))
+        },
         "raw_table": baseline,
         "store_sequential_appends_per_s": STORAGE_APPENDS / store_seconds,
         "raw_sequential_appends_per_s": STORAGE_APPENDS / raw_seconds,
@@ -514,13 +535,21 @@ def _storage_note(sizes: dict[str, Any]) -> str:
     def per_message(*names: str) -> float:
         return sum(g["total"] for t, g in growth.items() if t.startswith(names)) / n
 
+    indexes: dict[str, int] = sizes.get("store_growth_by_index", {})
+
+    def index(*names: str) -> float:
+        return sum(size for name, size in indexes.items() if name.startswith(names)) / n
+
     events = growth.get("events", {"table_and_toast": 0, "indexes": 0})
+    messages = growth.get("messages", {"table_and_toast": 0, "indexes": 0})
     return (
         f"a message: its event {events['table_and_toast'] / n:.0f} B (the log; the body is"
-        f" stored only there), the events' indexes {events['indexes'] / n:.0f} B (words"
-        f" search index included), messages {per_message('messages'):.0f} B (a message's row"
-        f" is its membership of the batch it arrived in), per-role index tables"
-        f" {per_message('message_role_index'):.0f} B, members carried by batch operations"
+        f" stored only there), the events' indexes {events['indexes'] / n:.0f} B (the words"
+        f" search index {index('ix_events_search'):.0f}), its row of messages"
+        f" {messages['table_and_toast'] / n:.0f} B and that row's indexes"
+        f" {messages['indexes'] / n:.0f} B (the key {index('pk_messages'):.0f}, the batch's"
+        f" arrivals {index('ix_messages_batch'):.0f}, its role's look-ups"
+        f" {index('uq_messages_role_'):.0f}), members carried by batch operations"
         f" {per_message('batch_carried'):.0f} B, tool calls {per_message('tool_calls'):.0f} B"
     )
 

@@ -35,7 +35,7 @@ async def _windows(repository: Repository, keys: list[str]) -> list[Any]:
     return seen
 
 
-def _rows(url: str, settings: Settings, statement: str) -> list[tuple[Any, ...]]:
+def table_rows(url: str, settings: Settings, statement: str) -> list[tuple[Any, ...]]:
     engine = make_sync_engine(url, settings)
     try:
         with engine.connect() as conn:
@@ -44,7 +44,7 @@ def _rows(url: str, settings: Settings, statement: str) -> list[tuple[Any, ...]]
         engine.dispose()
 
 
-def _migrate(url: str, settings: Settings, revision: str, *, down: bool = False) -> None:
+def migrate_to(url: str, settings: Settings, revision: str, *, down: bool = False) -> None:
     engine = make_sync_engine(url, settings)
     try:
         (migrate.downgrade if down else migrate.upgrade)(engine, revision)
@@ -52,26 +52,32 @@ def _migrate(url: str, settings: Settings, revision: str, *, down: bool = False)
         engine.dispose()
 
 
-async def test_membership_survives_the_migration_both_ways(
-    repository: Repository, database_url: str, settings: Settings
-) -> None:
+async def parent_and_fork(repository: Repository) -> list[str]:
+    """A parent with batches of two agents, and a fork with a message of its
+    own: the keys of both."""
     parent = await rich_parent(repository)
     fork = await repository.fork(parent, agent_id="helper")
     await repository.append_messages(fork.id, [Message(role="user", content="after the fork")])
-    keys = [parent, fork.id]
+    return [parent, fork.id]
+
+
+async def test_membership_survives_the_migration_both_ways(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    keys = await parent_and_fork(repository)
     windows = await _windows(repository, keys)
-    members = _rows(database_url, settings, MEMBERS)
-    arrivals = _rows(database_url, settings, "SELECT count(*) FROM messages")[0][0]
-    carried = _rows(database_url, settings, "SELECT count(*) FROM batch_carried")[0][0]
+    members = table_rows(database_url, settings, MEMBERS)
+    arrivals = table_rows(database_url, settings, "SELECT count(*) FROM messages")[0][0]
+    carried = table_rows(database_url, settings, "SELECT count(*) FROM batch_carried")[0][0]
     assert carried > 0  # the batch operations carried windows over
     assert len(members) == arrivals + carried
 
-    _migrate(database_url, settings, BEFORE, down=True)
+    migrate_to(database_url, settings, BEFORE, down=True)
     # Before 0011 every member, arrivals included, was a row of the table.
-    assert _rows(database_url, settings, MEMBERS) == members
-    assert _rows(database_url, settings, "SELECT to_regclass('batch_carried')") == [(None,)]
+    assert table_rows(database_url, settings, MEMBERS) == members
+    assert table_rows(database_url, settings, "SELECT to_regclass('batch_carried')") == [(None,)]
 
-    _migrate(database_url, settings, "head")
-    assert _rows(database_url, settings, MEMBERS) == members
-    assert _rows(database_url, settings, "SELECT count(*) FROM batch_carried") == [(carried,)]
+    migrate_to(database_url, settings, "head")
+    assert table_rows(database_url, settings, MEMBERS) == members
+    assert table_rows(database_url, settings, "SELECT count(*) FROM batch_carried") == [(carried,)]
     assert await _windows(repository, keys) == windows

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.messages import ROLES, Message
+from store.messages import ROLES
 from store.repository import Repository
 from store.settings import Settings
-from tests.integration.test_forks import rich_parent
-from tests.integration.test_membership_migration import _migrate, _rows
+from tests.integration.test_membership_migration import migrate_to, parent_and_fork, table_rows
 
 BEFORE = "0011_members_carried"
 INDEX_ROWS = "SELECT conversation_id, role, ordinal, seq FROM message_role_index ORDER BY 1, 2, 3"
@@ -33,21 +32,18 @@ async def _role_reads(repository: Repository, keys: list[str]) -> list[Any]:
 async def test_role_reads_survive_the_migration_both_ways(
     repository: Repository, database_url: str, settings: Settings
 ) -> None:
-    parent = await rich_parent(repository)
-    fork = await repository.fork(parent, agent_id="helper")
-    await repository.append_messages(fork.id, [Message(role="user", content="after the fork")])
-    keys = [parent, fork.id]
+    keys = await parent_and_fork(repository)
     reads = await _role_reads(repository, keys)
-    rows = _rows(database_url, settings, INDEX_ROWS)  # the view
-    assert len(rows) == _rows(database_url, settings, "SELECT count(*) FROM messages")[0][0]
+    rows = table_rows(database_url, settings, INDEX_ROWS)  # the view
+    assert len(rows) == table_rows(database_url, settings, "SELECT count(*) FROM messages")[0][0]
 
-    _migrate(database_url, settings, BEFORE, down=True)
+    migrate_to(database_url, settings, BEFORE, down=True)
     # Before 0012 the same rows were a partitioned table's.
-    assert _rows(database_url, settings, INDEX_ROWS) == rows
+    assert table_rows(database_url, settings, INDEX_ROWS) == rows
     kind = "SELECT relkind FROM pg_class WHERE relname = 'message_role_index_user'"
-    assert _rows(database_url, settings, kind) == [("r",)]
+    assert table_rows(database_url, settings, kind) == [("r",)]
 
-    _migrate(database_url, settings, "head")
-    assert _rows(database_url, settings, kind) == [("v",)]
-    assert _rows(database_url, settings, INDEX_ROWS) == rows
+    migrate_to(database_url, settings, "head")
+    assert table_rows(database_url, settings, kind) == [("v",)]
+    assert table_rows(database_url, settings, INDEX_ROWS) == rows
     assert await _role_reads(repository, keys) == reads
