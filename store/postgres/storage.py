@@ -1065,7 +1065,12 @@ class PostgresStorage:
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
     ) -> list[StoredMessage]:
         return await self._checked_messages(
-            conversation_id, tenant, sql.recent_in_history(role), n=n, agent=agent_id
+            conversation_id,
+            tenant,
+            sql.recent_in_history(role),
+            n=n,
+            agent=agent_id,
+            **sql.ALL_ORDINALS,
         )
 
     async def role_range(
