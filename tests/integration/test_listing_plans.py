@@ -70,6 +70,18 @@ async def test_a_page_of_conversations_is_an_index_range(
     assert "ix_conversations_tenant_created_at_id" in plan, plan
 
 
+async def _prepared(storage: PostgresStorage, containing: str) -> list[tuple[Any, ...]]:
+    """The prepared statements whose text contains `containing`: (the
+    statement's start, generic plans run, custom plans made)."""
+    async with storage.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT left(statement, 60), generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE strpos(statement, %s) > 0 AND strpos(statement, 'pg_prepared') = 0",
+            (containing,),
+        )
+        return [tuple(row) for row in await cursor.fetchall()]
+
+
 async def test_short_reads_reuse_their_plans(database_url: str) -> None:
     """A short read's LIMIT is hidden from the planner (`sql._limit_of`), so
     from the sixth call on its prepared statement runs a reused plan rather
@@ -87,17 +99,11 @@ async def test_short_reads_reuse_their_plans(database_url: str) -> None:
             await repository.read_messages(key, order="desc", limit=50)
             await repository.recent_by_role(key, "user", 3)
             await repository.recent_by_role(key, "user", 50, scope="history")
-        async with storage.pool.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT left(statement, 60), generic_plans FROM pg_prepared_statements"
-                " WHERE statement LIKE '%%LIMIT (SELECT%%'"
-                " AND statement NOT LIKE '%%pg_prepared_statements%%'"
-            )
-            plans = await cursor.fetchall()
+        plans = await _prepared(storage, "LIMIT (SELECT")
     finally:
         await storage.close()
     assert len(plans) == 3, plans
-    assert all(generic >= 1 for _, generic in plans), plans
+    assert all(generic >= 1 for _, generic, _ in plans), plans
 
 
 async def test_role_reads_reuse_their_plans_whatever_the_conversations_sizes(
@@ -121,14 +127,7 @@ async def test_role_reads_reuse_their_plans_whatever_the_conversations_sizes(
         for key in (small,) * 7 + (big,) * 2:
             await repository.recent_by_role(key, "assistant", 3, scope="history")
             await repository.role_range(key, "assistant", 2, 5)
-        async with storage.pool.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT left(statement, 60), generic_plans, custom_plans"
-                " FROM pg_prepared_statements"
-                " WHERE statement LIKE '%%m.role = ''assistant''%%'"
-                " AND statement NOT LIKE '%%pg_prepared_statements%%'"
-            )
-            plans = await cursor.fetchall()
+        plans = await _prepared(storage, "m.role = 'assistant'")
     finally:
         await storage.close()
     assert len(plans) == 2, plans
