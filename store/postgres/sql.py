@@ -375,7 +375,9 @@ def _of_role(role: str, columns: str, *, conversation: str = "%(cid)s") -> str:
     `(conversation_id, role_ordinal)`, migration 0012), the role written
     into the statement (one statement per role), not passed as a parameter:
     a partial index serves only a statement that names its role, and a
-    reusable plan for a parameter could not.
+    reusable plan for a parameter could not. `conversation`: the
+    conversation's id as the statement compares it (`role_range` hides it
+    from the planner).
     """
     if role not in ROLES:  # validated by the repository; never text from outside
         raise ValueError(f"unknown role {role!r}")
@@ -654,12 +656,12 @@ def append_cte(
 ) -> str:
     """One statement for a whole write of appended messages: events, message
     rows (a message's row is also its membership of the batch it arrives
-    in, and its role's index entry), tool calls, the stream's version and head, the
-    idempotency request.
+    in, and its role's index entry), tool calls, the stream's version and
+    head, the idempotency request.
 
     Data-modifying CTEs all run to completion whether or not the outer query
     reads them, in one statement: one Bind/Execute on the wire instead of
-    seven, with one plan cached per shape (at most 32 shapes). They cannot
+    one per table, with one plan cached per shape (at most 32 shapes). They cannot
     see each other's rows, which is why a call answered in the same append
     is inserted answered (`store.projections.projector.AppendMessages`).
 

@@ -7,9 +7,9 @@ Round trips are the cost to watch: a single append is two at most.
    front (the calls its tool results answer, its client ids, its
    idempotency key) go out together in pipeline mode, one sync.
 2. The whole write — events, message rows (each also its membership of
-   the batch it arrives in, and its role's index entry), tool calls, the stream's version
-   and head, the remembered request — is one statement (`sql.append_cte`,
-   data-modifying CTEs), sent with `COMMIT`, one sync.
+   the batch it arrives in, and its role's index entry), tool calls, the
+   stream's version and head, the remembered request — is one statement
+   (`sql.append_cte`, data-modifying CTEs), sent with `COMMIT`, one sync.
 
 An append to a conversation this storage appended to last (`_Remembered`)
 is one: decided on the row as that append left it, it goes out as

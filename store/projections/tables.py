@@ -47,8 +47,6 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from store.messages import ROLES
 from store.schema import metadata
 
-ROLE_PARTITIONS = ("system", "user", "assistant", "tool")
-
 messages = Table(
     "messages",
     metadata,
@@ -88,7 +86,8 @@ messages = Table(
     # Each batch's arrivals in window order (`batch_carried` holds the rest
     # of its members).
     Index("ix_messages_batch", "conversation_id", "batch", "sort_key"),
-    # One table's worth of look-ups per role: the n-th message of a role.
+    # Per role, the n-th message of that role (migration 0012): "the last 3
+    # user messages", "assistant messages 2..5".
     *(
         Index(
             f"uq_messages_role_{role}",
