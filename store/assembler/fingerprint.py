@@ -104,6 +104,20 @@ def _head(message: Message, calls_field: str, reasoning_field: str) -> str:
     )
 
 
+def _calls_field(calls: Sequence[ToolCall], texts: Sequence[str]) -> str:
+    """F(calls): each call's F(id) F(name) F(arguments), `texts` its arguments."""
+    if len(calls) == 1:  # the usual case, without the generator
+        call, text = calls[0], texts[0]
+        field = f"{len(call.id)}:{call.id}{len(call.name)}:{call.name}{len(text)}:{text}"
+        return f"{len(field)}:{field}"
+    return _field(
+        "".join(
+            f"{len(call.id)}:{call.id}{len(call.name)}:{call.name}{len(text)}:{text}"
+            for call, text in zip(calls, texts, strict=True)
+        )
+    )
+
+
 def message_record(message: Message, arguments: Sequence[str] | None = None) -> str:
     """The text one message adds to the fingerprint (see the module docstring).
 
@@ -115,12 +129,7 @@ def message_record(message: Message, arguments: Sequence[str] | None = None) -> 
     calls = message.tool_calls
     if calls:
         texts = arguments if arguments is not None else [arguments_text(c.arguments) for c in calls]
-        calls_field = _field(
-            "".join(
-                f"{_field(call.id)}{_field(call.name)}{_field(text)}"
-                for call, text in zip(calls, texts, strict=True)
-            )
-        )
+        calls_field = _calls_field(calls, texts)
     else:
         calls_field = "0:"
     head = _head(message, calls_field, _dumps(message.reasoning) if message.reasoning else "0:")
@@ -129,11 +138,15 @@ def message_record(message: Message, arguments: Sequence[str] | None = None) -> 
     return f"{head}p{_dumps(content)}\n"
 
 
-def _plain_head(message: Message) -> str:
+def _plain_parts(message: Message) -> tuple[str, str]:
     """The record of a message with string content, no tool calls and no
-    reasoning, up to the body's length: the same for every such message of
-    one role, kind, error flag and tool call id."""
-    return f"{_head(message, '0:', '0:')}s"
+    reasoning, up to the body's length, in two parts: before its tool call
+    id and after it. Both are the same for every such message of one role,
+    kind and error flag (a tool result's call id is its own: the head of
+    each used to be built anew, a fifth of a 5,000-message prefix)."""
+    head = _head(message.model_copy(update={"tool_call_id": None}), "0:", "0:")
+    before, after = head.split("\n-\n", 1)
+    return f"{before}\n", f"\n{after}s"
 
 
 def _header(format: str, system_prompt: str | None) -> bytes:
@@ -175,28 +188,43 @@ def stable_prefix(
         # reasoning: most of a conversation) differ only after their heads,
         # which are made once per role, kind, flag and call id: building each
         # record field by field was two thirds of a 5,000-message prefix.
-        heads: dict[tuple[Any, ...], str] = {}
+        heads: dict[tuple[Any, ...], tuple[str, str]] = {}
         for message in prefix:
             content = message.content
-            if message.tool_calls:
-                texts = [arguments_text(call.arguments) for call in message.tool_calls]
+            calls = message.tool_calls
+            if not _EXACT or content.__class__ is not str or message.reasoning:
+                texts = [arguments_text(call.arguments) for call in calls] if calls else None
                 message_tokens += estimate_message_tokens(message, count, arguments=texts)
                 update(message_record(message, texts).encode())
                 continue
-            if not _EXACT or content.__class__ is not str or message.reasoning:
-                message_tokens += estimate_message_tokens(message, count)
-                update(message_record(message).encode())
-                continue
-            if approximate:
-                # estimate_message_tokens(message, approximate_tokens), inline
-                message_tokens += MESSAGE_OVERHEAD + (len(content) + 3) // 4
+            # String content, no reasoning: most of a conversation. The
+            # record is written here in one piece (see `message_record`).
+            key = (message.role, message.kind, message.is_error)
+            parts = heads.get(key)
+            if parts is None:
+                parts = heads[key] = _plain_parts(message)
+            if calls:
+                texts = [arguments_text(call.arguments) for call in calls]
+                if approximate:
+                    # estimate_message_tokens(message, approximate_tokens, arguments=texts)
+                    message_tokens += MESSAGE_OVERHEAD + (len(content) + 3) // 4
+                    for call, text in zip(calls, texts, strict=True):
+                        message_tokens += (len(call.name) + 3) // 4 + (len(text) + 3) // 4
+                else:
+                    message_tokens += estimate_message_tokens(message, count, arguments=texts)
+                after = f"\n{_calls_field(calls, texts)}\n0:\ns"
             else:
-                message_tokens += estimate_message_tokens(message, count)
-            key = (message.role, message.kind, message.is_error, message.tool_call_id)
-            head = heads.get(key)
-            if head is None:
-                head = heads[key] = _plain_head(message)
-            update(f"{head}{len(content)}:{content}\n".encode())
+                if approximate:
+                    # estimate_message_tokens(message, approximate_tokens), inline
+                    message_tokens += MESSAGE_OVERHEAD + (len(content) + 3) // 4
+                else:
+                    message_tokens += estimate_message_tokens(message, count)
+                after = parts[1]
+            call_id = message.tool_call_id
+            update(
+                f"{parts[0]}{'-' if call_id is None else f'{len(call_id)}:{call_id}'}"
+                f"{after}{len(content)}:{content}\n".encode()
+            )
         hexdigest = digest.hexdigest()
     tokens = message_tokens
     if system_prompt is not None:

@@ -86,14 +86,22 @@ _ORDINALS_BETWEEN = "m.role_ordinal BETWEEN (SELECT %(first)s) AND (SELECT %(las
 # The events' JSON comes back whole (`json` is returned as stored: no
 # server-side rendering, which for `jsonb` was half of a 5,000-row read);
 # the reader takes the message (or an edit's content) out of it.
+#
+# An edit's content is looked up only for an edited message: a CASE around a
+# probe by key, not a join. Most messages are never edited, and as a join
+# the planner hashed the conversation's events a second time for a whole
+# window (~2 ms of a 5,000-message read's 9 on the server), or probed the
+# key with a null for every row of a short read.
+_EDIT = (
+    "CASE WHEN m.edit_version IS NOT NULL THEN (SELECT ed.data FROM events AS ed"
+    " WHERE ed.conversation_id = m.conversation_id AND ed.version = m.edit_version) END"
+)
 MESSAGE_COLUMNS = (
-    "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data, ed.data, m.pinned"
+    f"m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data, {_EDIT}, m.pinned"
 )
 
 MESSAGE_JOINS = (
     " JOIN events AS e ON e.conversation_id = m.conversation_id AND e.version = m.event_version"
-    " LEFT JOIN events AS ed"
-    " ON ed.conversation_id = m.conversation_id AND ed.version = m.edit_version"
 )
 
 # Each agent has a window (docs/storage.md, "A window per agent"): the
@@ -127,15 +135,12 @@ _EVERY_WINDOW = (
 _ARRIVED = (
     "messages AS m CROSS JOIN LATERAL (SELECT m.conversation_id, m.batch, m.sort_key, m.seq) AS b"
 )
-# A member's event and edit, read by key, one probe each.
+# A member's event, read by key, one probe each.
 _PROBE_EVENTS = (
     " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
     " WHERE e.conversation_id = b.conversation_id AND e.version = m.event_version"
     " OFFSET 0) AS e ON true"
-    " LEFT JOIN LATERAL (SELECT ed.data FROM events AS ed"
-    " WHERE ed.conversation_id = b.conversation_id AND ed.version = m.edit_version"
-    " OFFSET 0) AS ed ON true"
-)  # OFFSET 0: each stays a probe per member, not a join the planner may hash
+)  # OFFSET 0: it stays a probe per member, not a join the planner may hash
 
 
 # Carried members are a compacted window: read member by member, each
@@ -225,7 +230,7 @@ _NO_OWN = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
 _IN_CURRENT_BATCH = "b.batch = (SELECT current_batch FROM conversations WHERE id = %(cid)s)"
 _EVERY_WINDOW_COLUMNS = (
     "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data AS body,"
-    " ed.data AS edit, m.pinned, b.sort_key AS window_key"
+    f" {_EDIT} AS edit, m.pinned, b.sort_key AS window_key"
 )
 # What a window read returns: `MESSAGE_COLUMNS`, by the names above.
 _WINDOW_OUTPUT = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned"
@@ -350,7 +355,7 @@ def recent_in_window(*, agent: bool) -> str:
 # do not know yet is estimated at a row or two, and a join planned for that
 # read a 20,000-message conversation once per message, past the statement
 # timeout (docs/operations.md, "Statistics").
-_ENTRY_COLUMNS = "b.seq, b.sort_key, m.role, m.agent_id, m.tool_call_id, e.data, ed.data"
+_ENTRY_COLUMNS = f"b.seq, b.sort_key, m.role, m.agent_id, m.tool_call_id, e.data, {_EDIT}"
 _ENTRY_CONDITIONS = (
     "b.conversation_id = %(cid)s AND b.batch = %(batch)s"
     " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
