@@ -14,7 +14,7 @@ payload build cost (see docs/storage.md).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -56,6 +56,13 @@ M = TypeVar("M", bound=BaseModel)
 _FIELDS_SET: dict[type[BaseModel], set[str]] = {}
 
 
+def _fields_set(cls: type[BaseModel]) -> set[str]:
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
+    return fields_set
+
+
 def _build(cls: type[M], values: dict[str, Any]) -> M:
     """An instance of `cls` holding `values` (every field, in order), as
     `model_construct` builds one but without its per-field bookkeeping,
@@ -63,10 +70,7 @@ def _build(cls: type[M], values: dict[str, Any]) -> M:
     shared per class: frozen models never change it, and a copy copies it.)"""
     instance = cls.__new__(cls)
     _set(instance, "__dict__", values)
-    fields_set = _FIELDS_SET.get(cls)
-    if fields_set is None:
-        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    _set(instance, "__pydantic_fields_set__", fields_set)
+    _set(instance, "__pydantic_fields_set__", _fields_set(cls))
     _set(instance, "__pydantic_extra__", None)
     _set(instance, "__pydantic_private__", None)
     return instance
@@ -149,12 +153,14 @@ def _fields(
 
 
 @contextmanager
-def decoding() -> Iterator[None]:
-    """Around decoding many rows at once: no garbage collection meanwhile.
+def collector_paused() -> Iterator[None]:
+    """Around decoding many rows at once, or building a payload from them:
+    no garbage collection meanwhile.
 
     A 5,000-message window allocates tens of thousands of small objects
     and no reference cycles; the collector's passes over them were a third
-    of the decoding time and collected nothing. It runs again afterwards.
+    of the decoding time, and ~8% of building an Anthropic payload from it,
+    and collected nothing. It runs again afterwards.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -168,6 +174,28 @@ def decoding() -> Iterator[None]:
 def decode_message(data: Mapping[str, Any], *, content: Any = None) -> Message:
     """A `Message` from stored JSON (`content`: an edit's content, if any)."""
     return _build(Message, _fields(data, content))
+
+
+def decode_messages(bodies: Iterable[tuple[Mapping[str, Any], Any]]) -> list[Message]:
+    """`decode_message` of each (message JSON, edited content or None), in
+    one loop: a whole window's worth, as the assembler reads it.
+
+    The same as calling `decode_message` per row, written out: the two calls
+    per message and the class's fields-set look-up were a fifth of decoding
+    a 5,000-message window."""
+    new, fields_set = Message.__new__, _fields_set(Message)
+    fields = _fields
+    messages: list[Message] = []
+    append = messages.append
+    with collector_paused():
+        for data, content in bodies:
+            message = new(Message)
+            _set(message, "__dict__", fields(data, content))
+            _set(message, "__pydantic_fields_set__", fields_set)
+            _set(message, "__pydantic_extra__", None)
+            _set(message, "__pydantic_private__", None)
+            append(message)
+    return messages
 
 
 def decode_stored(

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from store import commands, feed
 from store import window as win
-from store.codec import stored_from
+from store.codec import collector_paused, stored_from
 from store.commands import Limits
 from store.context import TODO, AgentProfile, ContextSlots, TodoItem
 from store.conversation_keys import (
@@ -1033,9 +1033,14 @@ class Repository:
         from store.assembler import assemble
 
         found = await self.storage.assembly_input(conversation_id, self.tenant, agent_id)
-        return assemble(
-            found.window, profile=found.profile, slots=found.slots, format=format, options=options
-        )
+        with collector_paused():  # a payload of thousands of small dicts: see store.codec
+            return assemble(
+                found.window,
+                profile=found.profile,
+                slots=found.slots,
+                format=format,
+                options=options,
+            )
 
     # --- export and the feed (store.feed, store.export) ------------------------------
 

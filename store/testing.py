@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from store.codec import decode_message, decode_stored, message_text
+from store.codec import decode_messages, decode_stored, message_text
 from store.commands import Head, Limits
 from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
@@ -905,13 +905,13 @@ class MemoryStorage:
         profile, slots = await self.agent(conversation_id, tenant, agent_id)
         seqs = self._window_seqs(conversation_id, row, None, agent_id)
         views = self._tables.views[conversation_id]
-        window = []
+        bodies = []
         for seq in seqs:
             body = _event(self._tables, conversation_id, views.messages[seq].event_version).data
             edit = views.edits.get(seq)
             content = _event(self._tables, conversation_id, edit).data["content"] if edit else None
-            window.append(decode_message(body["message"], content=content))
-        return AssemblyInput(window=window, profile=profile, slots=slots)
+            bodies.append((body["message"], content))
+        return AssemblyInput(window=decode_messages(bodies), profile=profile, slots=slots)
 
     async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
         """A scan of the tenant's messages (store.search: the same filters,

@@ -71,7 +71,7 @@ from psycopg.adapt import Loader
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from store.codec import decode_message, decode_stored, decoding, message_text
+from store.codec import collector_paused, decode_messages, decode_stored, message_text
 from store.commands import Head
 from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
@@ -985,7 +985,7 @@ class PostgresStorage:
                         cursors = [await conn.execute(s, p) for s, p in statements]
                     # Leaving the pipeline synced once; the results are here.
                     row = await head.fetchone()
-                    with decoding():  # thousands of rows: see store.codec.decoding
+                    with collector_paused():  # thousands of rows: see store.codec
                         found = [await c.fetchall() for c in cursors]
                 except psycopg.Error:
                     await conn.close()  # see _rollback
@@ -1001,7 +1001,7 @@ class PostgresStorage:
         _, (rows,) = await self._read(
             conversation_id, tenant, (statement, {"cid": conversation_id, **params})
         )
-        with decoding():
+        with collector_paused():
             return [_message(r) for r in rows]
 
     async def _checked_messages(
@@ -1017,7 +1017,7 @@ class PostgresStorage:
                 cursor = await conn.execute(
                     statement, {"cid": conversation_id, "tenant": tenant, **params}
                 )
-                with decoding():
+                with collector_paused():
                     rows = await cursor.fetchall()
         except Exception as error:
             _raise_ours(error, conversation_id)
@@ -1025,7 +1025,7 @@ class PostgresStorage:
         if not rows:
             await self._read(conversation_id, tenant)
             return []
-        with decoding():
+        with collector_paused():
             return [_message(r) for r in rows]
 
     async def conversation(self, conversation_id: uuid.UUID, tenant: str) -> Conversation:
@@ -1129,7 +1129,7 @@ class PostgresStorage:
             batch=page.batch is not None, agent=page.agent_id is not None, page=True
         )
         _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
-        with decoding():
+        with collector_paused():
             return [(Decimal(r[8]), _message(r)) for r in rows]
 
     async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
@@ -1254,13 +1254,10 @@ class PostgresStorage:
             (sql.SLOTS, params),
             (sql.ASSEMBLY_WINDOW, params),
         )
-        with decoding():
-            messages = [
-                decode_message(
-                    appended["message"], content=None if edit is None else edit["content"]
-                )
-                for appended, edit in window
-            ]
+        messages = decode_messages(
+            (appended["message"], None if edit is None else edit["content"])
+            for appended, edit in window
+        )
         return AssemblyInput(
             window=messages,
             profile=_profile(agent_id, profile),

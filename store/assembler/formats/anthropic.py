@@ -29,7 +29,7 @@ from store.assembler.formats.common import (
     text_parts,
 )
 from store.assembler.formats.turns import Block, Turns
-from store.assembler.special_block import is_special
+from store.assembler.special_block import SPECIAL_SLOT
 from store.assembler.tool_ids import ANTHROPIC, provider_ids
 from store.messages import ImagePart, Message, TextPart
 
@@ -136,18 +136,13 @@ def _strip_final_assistant(turns: Turns) -> None:
 
 
 def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Rendered:
-    turns = Turns(
-        user_role="user",
-        content_key="content",
-        is_result=lambda b: b["type"] == "tool_result",
-        is_thinking=lambda b: b["type"] in THINKING_TYPES,
-    )
+    turns = Turns(user_role="user", content_key="content")
     before_special: tuple[int, int] | None = None
     seen_special = False
     add = turns.add
     ids, renamed = provider_ids(conversation.history, ANTHROPIC)
     for message in conversation.history:
-        if not seen_special and is_special(message):
+        if not seen_special and SPECIAL_SLOT in message.metadata:  # is_special, inline
             seen_special = True
             before_special = turns.last_block()
         role = message.role
@@ -164,10 +159,12 @@ def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Ren
             if content.strip():
                 add("assistant", [{"type": "text", "text": content}])
         elif role == "assistant":
-            add("assistant", _assistant_blocks(message, ids))
+            blocks = _assistant_blocks(message, ids)
+            thinking = sum(b["type"] in THINKING_TYPES for b in blocks) if message.reasoning else 0
+            add("assistant", blocks, thinking)  # thinking blocks come first
         elif role == "tool":
             block, blank = _tool_result(message, ids)
-            add("user", [block])
+            add("user", [block], 1)
             if blank:
                 turns.other_repairs.append(
                     Repair(

@@ -102,11 +102,7 @@ def response_object(message: Message) -> dict[str, Any]:
 
 
 def render(conversation: Conversation) -> Rendered:
-    turns = Turns(
-        user_role="user",
-        content_key="parts",
-        is_result=lambda part: "functionResponse" in part,
-    )
+    turns = Turns(user_role="user", content_key="parts")
     names: dict[str, str] = {}
     add = turns.add
     for message in conversation.history:
@@ -122,7 +118,7 @@ def render(conversation: Conversation) -> Rendered:
                 "name": names.get(call_id, "unknown"),
                 "response": response_object(message),
             }
-            add("user", [{"functionResponse": response}])
+            add("user", [{"functionResponse": response}], 1)
         elif role == "system":
             add("user", [{"text": system_note_text(message)}])
         else:

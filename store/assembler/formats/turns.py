@@ -8,7 +8,6 @@ keep thinking blocks first (Anthropic A9). Each merge is a listed repair.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from store.assembler.diagnostics import Repair, RepairKind
@@ -17,24 +16,14 @@ Block = dict[str, Any]
 
 
 class Turns:
-    def __init__(
-        self,
-        *,
-        user_role: str,
-        content_key: str,
-        is_result: Callable[[Block], bool],
-        is_thinking: Callable[[Block], bool] = lambda block: False,
-    ) -> None:
+    def __init__(self, *, user_role: str, content_key: str) -> None:
         self.user_role = user_role
         self.content_key = content_key
-        self.is_result = is_result
-        self.is_thinking = is_thinking
         self.turns: list[dict[str, Any]] = []
         self.other_repairs: list[Repair] = []
         self.merged: dict[int, int] = {}  # turn index -> pieces merged into it
-        # Leading (result / thinking) blocks of the last turn once a merge has
-        # ordered it; None until then.
-        self._lead: int | None = None
+        # How many leading (result / thinking) blocks the last turn starts with.
+        self._lead = 0
 
     @property
     def repairs(self) -> list[Repair]:
@@ -50,41 +39,35 @@ class Turns:
         ]
         return merges + self.other_repairs
 
-    def add(self, role: str, blocks: list[Block]) -> None:
-        """Add one message's pieces; the list becomes the turn's (callers pass a
-        fresh one)."""
+    def add(self, role: str, blocks: list[Block], lead: int = 0) -> None:
+        """Add one message's pieces, its `lead` leading ones (tool results in
+        a user turn, thinking in a model turn) first; the list becomes the
+        turn's (callers pass a fresh one).
+
+        The caller says how many lead, rather than the turn asking each block:
+        it built them, and a predicate called per block was a third of
+        rendering a long conversation."""
         if not blocks:
             return
         turns = self.turns
         if not turns or turns[-1]["role"] != role:
             turns.append({"role": role, self.content_key: blocks})
-            self._lead = None
+            self._lead = lead
             return
         index = len(turns) - 1
         content: list[Block] = turns[index][self.content_key]
-        first = self.is_result if role == self.user_role else self.is_thinking
-        if self._lead is None:
-            # First merge into this turn: order it whole. From then on it is
-            # ordered, and `_lead` counts its leading (results / thinking) blocks.
-            merged = content + blocks
-            ordered = [b for b in merged if first(b)]
-            self._lead = len(ordered)
-            ordered += [b for b in merged if not first(b)]
-            moved = ordered != merged
-            turns[index][self.content_key] = ordered
+        moved = False
+        if lead:
+            # The new leading blocks go after the turn's, the others at the
+            # end: the turn stays ordered in time linear in the pieces added.
+            at = self._lead
+            moved = len(content) > at
+            content[at:at] = blocks[:lead]
+            self._lead = at + lead
+            if lead < len(blocks):
+                content.extend(blocks[lead:])
         else:
-            # Put the new leading blocks after the turn's, the others at the end:
-            # the same order as sorting the whole turn again, in time linear in
-            # the pieces added rather than in the turn's length.
-            leading = [b for b in blocks if first(b)]
-            others = [b for b in blocks if not first(b)] if leading else blocks
-            moved = bool(leading) and (
-                len(content) > self._lead or blocks[: len(leading)] != leading
-            )
-            if leading:
-                content[self._lead : self._lead] = leading
-                self._lead += len(leading)
-            content.extend(others)
+            content.extend(blocks)
         if moved and role != self.user_role:
             self.other_repairs.append(
                 Repair(
