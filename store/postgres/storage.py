@@ -62,6 +62,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -180,6 +181,16 @@ def _message(row: Row) -> StoredMessage:
         token_estimate=tokens,
         pinned=pinned,
     )
+
+
+_WINDOW_KEY = itemgetter(-1)
+
+
+def _in_window_order(rows: list[Row]) -> list[Row]:
+    """A whole window's rows, which the server sends in no order, sorted by
+    their window key (the last column; `sql._one_of` says why)."""
+    rows.sort(key=_WINDOW_KEY)
+    return rows
 
 
 def _check_readable(conversation_id: uuid.UUID, tenant: str, row: Row | None) -> Row:
@@ -1047,7 +1058,10 @@ class PostgresStorage:
         self, conversation_id: uuid.UUID, tenant: str, *, batch: int | None, agent_id: str | None
     ) -> list[StoredMessage]:
         statement = sql.window(batch=batch is not None, agent=agent_id is not None)
-        return await self._messages(conversation_id, tenant, statement, batch=batch, agent=agent_id)
+        params = {"cid": conversation_id, "batch": batch, "agent": agent_id}
+        _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
+        with collector_paused():
+            return [_message(r) for r in _in_window_order(rows)]
 
     async def recent_in_window(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
@@ -1256,7 +1270,7 @@ class PostgresStorage:
         )
         messages = decode_messages(
             (appended["message"], None if edit is None else edit["content"])
-            for appended, edit in window
+            for appended, edit, _ in _in_window_order(window)
         )
         return AssemblyInput(
             window=messages,
