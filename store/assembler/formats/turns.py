@@ -22,7 +22,10 @@ class Turns:
         self.turns: list[dict[str, Any]] = []
         self.other_repairs: list[Repair] = []
         self.merged: dict[int, int] = {}  # turn index -> pieces merged into it
-        # How many leading (result / thinking) blocks the last turn starts with.
+        # The last turn's role and blocks (None: no turn yet), and how many
+        # leading (result / thinking) blocks it starts with.
+        self._role: str | None = None
+        self._blocks: list[Block] = []
         self._lead = 0
 
     @property
@@ -49,13 +52,12 @@ class Turns:
         rendering a long conversation."""
         if not blocks:
             return
-        turns = self.turns
-        if not turns or turns[-1]["role"] != role:
-            turns.append({"role": role, self.content_key: blocks})
-            self._lead = lead
+        if role != self._role:
+            self.turns.append({"role": role, self.content_key: blocks})
+            self._role, self._blocks, self._lead = role, blocks, lead
             return
-        index = len(turns) - 1
-        content: list[Block] = turns[index][self.content_key]
+        index = len(self.turns) - 1
+        content = self._blocks
         moved = False
         if lead:
             # The new leading blocks go after the turn's, the others at the
