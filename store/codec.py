@@ -14,7 +14,7 @@ payload build cost (see docs/storage.md).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -213,18 +213,44 @@ def decode_stored(
 
     An edited message carries the edit's content and token estimate.
     """
-    fields = _fields(data, edited_content, _STORED_DEFAULTS)
-    fields["seq"] = seq
-    fields["batch"] = batch
-    fields["role_ordinal"] = role_ordinal
-    fields["recorded_at"] = recorded_at
-    if edited_content is None:
-        fields["edited"] = False
-    else:
-        fields["token_estimate"] = token_estimate
-        fields["edited"] = True
-    fields["pinned"] = pinned
-    return _build(StoredMessage, fields)
+    edit = None if edited_content is None else {"content": edited_content}
+    row = (seq, batch, role_ordinal, token_estimate, recorded_at, {"message": data}, edit, pinned)
+    return decode_stored_rows((row,))[0]
+
+
+def decode_stored_rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
+    """`StoredMessage`s from rows that start (seq, batch, role_ordinal,
+    token_estimate, recorded_at, the message's event JSON, its latest
+    edit's event JSON or None, pinned), as `store.postgres.sql.
+    MESSAGE_COLUMNS` reads them, in one loop.
+
+    Written out (`_build` inline) because the calls per message were a
+    sixth of reading the last 50 messages."""
+    new, fields_set = StoredMessage.__new__, _fields_set(StoredMessage)
+    fields, defaults = _fields, _STORED_DEFAULTS
+    messages: list[StoredMessage] = []
+    append = messages.append
+    with collector_paused():
+        for seq, batch, ordinal, tokens, recorded_at, appended, edit, pinned, *_ in rows:
+            if edit is None:
+                values = fields(appended["message"], None, defaults)
+                values["edited"] = False
+            else:
+                values = fields(appended["message"], edit["content"], defaults)
+                values["token_estimate"] = tokens
+                values["edited"] = True
+            values["seq"] = seq
+            values["batch"] = batch
+            values["role_ordinal"] = ordinal
+            values["recorded_at"] = recorded_at
+            values["pinned"] = pinned
+            message = new(StoredMessage)
+            _set(message, "__dict__", values)
+            _set(message, "__pydantic_fields_set__", fields_set)
+            _set(message, "__pydantic_extra__", None)
+            _set(message, "__pydantic_private__", None)
+            append(message)
+    return messages
 
 
 def stored_from(

@@ -72,7 +72,7 @@ from psycopg.adapt import Loader
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from store.codec import collector_paused, decode_messages, decode_stored, message_text
+from store.codec import collector_paused, decode_messages, decode_stored_rows, message_text
 from store.commands import Head
 from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
@@ -170,17 +170,8 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
 
 
 def _message(row: Row) -> StoredMessage:
-    seq, batch, ordinal, tokens, recorded_at, appended, edit, pinned = row[:8]
-    return decode_stored(
-        appended["message"],
-        seq=seq,
-        batch=batch,
-        role_ordinal=ordinal,
-        recorded_at=recorded_at,
-        edited_content=None if edit is None else edit["content"],
-        token_estimate=tokens,
-        pinned=pinned,
-    )
+    """A message from a row of `sql.MESSAGE_COLUMNS` (and any columns after)."""
+    return decode_stored_rows((row,))[0]
 
 
 _WINDOW_KEY = itemgetter(-1)
@@ -713,7 +704,7 @@ class _WriteSession:
         self, first_version: int, last_version: int
     ) -> list[StoredMessage]:
         params = self._params(first=first_version, last=last_version)
-        return [_message(r) for r in await self._rows(sql.MESSAGES_WRITTEN_BY, params)]
+        return decode_stored_rows(await self._rows(sql.MESSAGES_WRITTEN_BY, params))
 
     async def write(self, write: Write) -> None:
         # Queued, not synced: the statements go out with COMMIT.
@@ -1012,8 +1003,7 @@ class PostgresStorage:
         _, (rows,) = await self._read(
             conversation_id, tenant, (statement, {"cid": conversation_id, **params})
         )
-        with collector_paused():
-            return [_message(r) for r in rows]
+        return decode_stored_rows(rows)
 
     async def _checked_messages(
         self, conversation_id: uuid.UUID, tenant: str, statement: str, **params: Any
@@ -1036,8 +1026,7 @@ class PostgresStorage:
         if not rows:
             await self._read(conversation_id, tenant)
             return []
-        with collector_paused():
-            return [_message(r) for r in rows]
+        return decode_stored_rows(rows)
 
     async def conversation(self, conversation_id: uuid.UUID, tenant: str) -> Conversation:
         row, _ = await self._read(conversation_id, tenant)
@@ -1060,8 +1049,7 @@ class PostgresStorage:
         statement = sql.window(batch=batch is not None, agent=agent_id is not None)
         params = {"cid": conversation_id, "batch": batch, "agent": agent_id}
         _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
-        with collector_paused():
-            return [_message(r) for r in _in_window_order(rows)]
+        return decode_stored_rows(_in_window_order(rows))
 
     async def recent_in_window(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
@@ -1143,8 +1131,7 @@ class PostgresStorage:
             batch=page.batch is not None, agent=page.agent_id is not None, page=True
         )
         _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
-        with collector_paused():
-            return [(Decimal(r[8]), _message(r)) for r in rows]
+        return list(zip((Decimal(r[8]) for r in rows), decode_stored_rows(rows), strict=True))
 
     async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
         statement = sql.list_conversations(
