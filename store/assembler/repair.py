@@ -122,9 +122,24 @@ def normalise_window(
             append(_drop_empty_text(message, i, repairs))
         else:
             append(message)
-        if role != "assistant" or not message.tool_calls:
+        calls = message.tool_calls
+        if role != "assistant" or not calls:
             continue
-        ids = {call.id for call in message.tool_calls}
+        if len(calls) == 1 and i + 1 < size:
+            # The usual block, one call and its result right after it: what
+            # the search below finds, without its sets.
+            later = messages[i + 1]
+            call_id = calls[0].id
+            if later.role == "tool" and later.tool_call_id == call_id and i + 1 not in consumed:
+                consumed.add(i + 1)
+                answered.add(call_id)
+                append(
+                    later
+                    if later.content.__class__ is str
+                    else _text_only_result(later, i + 1, repairs)
+                )
+                continue
+        ids = {call.id for call in calls}
         waiting = set(ids)
         # The calls still looked for: once the search goes past the call's
         # neighbourhood, only those a later result answers (without this, every
