@@ -176,26 +176,28 @@ def decode_message(data: Mapping[str, Any], *, content: Any = None) -> Message:
     return _build(Message, _fields(data, content))
 
 
-def decode_messages(bodies: Iterable[tuple[Mapping[str, Any], Any]]) -> list[Message]:
-    """`decode_message` of each (message JSON, edited content or None), in
-    one loop: a whole window's worth, as the assembler reads it.
-
-    The same as calling `decode_message` per row, written out: the two calls
-    per message and the class's fields-set look-up were a fifth of decoding
-    a 5,000-message window."""
-    new, fields_set = Message.__new__, _fields_set(Message)
-    fields = _fields
-    messages: list[Message] = []
-    append = messages.append
+def _instances(cls: type[M], values: Iterable[dict[str, Any]]) -> list[M]:
+    """`_build(cls, v)` of each of `values`, in one loop, without the
+    collector running: the call per message and the class's fields-set
+    look-up were a tenth of decoding a 5,000-message window."""
+    new, fields_set = cls.__new__, _fields_set(cls)
+    instances: list[M] = []
+    append = instances.append
     with collector_paused():
-        for data, content in bodies:
-            message = new(Message)
-            _set(message, "__dict__", fields(data, content))
-            _set(message, "__pydantic_fields_set__", fields_set)
-            _set(message, "__pydantic_extra__", None)
-            _set(message, "__pydantic_private__", None)
-            append(message)
-    return messages
+        for fields in values:
+            instance = new(cls)
+            _set(instance, "__dict__", fields)
+            _set(instance, "__pydantic_fields_set__", fields_set)
+            _set(instance, "__pydantic_extra__", None)
+            _set(instance, "__pydantic_private__", None)
+            append(instance)
+    return instances
+
+
+def decode_messages(bodies: Iterable[tuple[Mapping[str, Any], Any]]) -> list[Message]:
+    """`decode_message` of each (message JSON, edited content or None): a
+    whole window's worth, as the assembler reads it."""
+    return _instances(Message, (_fields(data, content) for data, content in bodies))
 
 
 def decode_stored(
@@ -222,35 +224,25 @@ def decode_stored_rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
     """`StoredMessage`s from rows that start (seq, batch, role_ordinal,
     token_estimate, recorded_at, the message's event JSON, its latest
     edit's event JSON or None, pinned), as `store.postgres.sql.
-    MESSAGE_COLUMNS` reads them, in one loop.
+    MESSAGE_COLUMNS` reads them."""
+    return _instances(StoredMessage, map(_stored_fields, rows))
 
-    Written out (`_build` inline) because the calls per message were a
-    sixth of reading the last 50 messages."""
-    new, fields_set = StoredMessage.__new__, _fields_set(StoredMessage)
-    fields, defaults = _fields, _STORED_DEFAULTS
-    messages: list[StoredMessage] = []
-    append = messages.append
-    with collector_paused():
-        for seq, batch, ordinal, tokens, recorded_at, appended, edit, pinned, *_ in rows:
-            if edit is None:
-                values = fields(appended["message"], None, defaults)
-                values["edited"] = False
-            else:
-                values = fields(appended["message"], edit["content"], defaults)
-                values["token_estimate"] = tokens
-                values["edited"] = True
-            values["seq"] = seq
-            values["batch"] = batch
-            values["role_ordinal"] = ordinal
-            values["recorded_at"] = recorded_at
-            values["pinned"] = pinned
-            message = new(StoredMessage)
-            _set(message, "__dict__", values)
-            _set(message, "__pydantic_fields_set__", fields_set)
-            _set(message, "__pydantic_extra__", None)
-            _set(message, "__pydantic_private__", None)
-            append(message)
-    return messages
+
+def _stored_fields(row: Sequence[Any]) -> dict[str, Any]:
+    seq, batch, ordinal, tokens, recorded_at, appended, edit, pinned, *_ = row
+    if edit is None:
+        values = _fields(appended["message"], None, _STORED_DEFAULTS)
+        values["edited"] = False
+    else:
+        values = _fields(appended["message"], edit["content"], _STORED_DEFAULTS)
+        values["token_estimate"] = tokens
+        values["edited"] = True
+    values["seq"] = seq
+    values["batch"] = batch
+    values["role_ordinal"] = ordinal
+    values["recorded_at"] = recorded_at
+    values["pinned"] = pinned
+    return values
 
 
 def stored_from(

@@ -89,33 +89,30 @@ def _dumps(values: Sequence[Any]) -> str:
     return _field(_json([value.model_dump(mode="json") for value in values]))
 
 
-def _head(message: Message, calls_field: str, reasoning_field: str) -> str:
-    """A record up to its body: role, kind, flag, call id, calls, reasoning."""
+def _lead(message: Message) -> str:
+    """A record's first three lines: role, kind, flag."""
     kind = message.kind
     try:
         kind_text = kind._value_  # `f"{kind}"` would go through Enum.__format__: slow
     except AttributeError:  # not a MessageKind member (a model_construct'ed message)
         kind_text = str(kind)
-    call_id = message.tool_call_id
-    return (
-        f"{message.role}\n{kind_text}\n{'1' if message.is_error else '0'}\n"
-        f"{'-' if call_id is None else f'{len(call_id)}:{call_id}'}\n{calls_field}\n"
-        f"{reasoning_field}\n"
-    )
+    return f"{message.role}\n{kind_text}\n{'1' if message.is_error else '0'}\n"
+
+
+def _head(message: Message, calls_field: str, reasoning_field: str) -> str:
+    """A record up to its body: role, kind, flag, call id, calls, reasoning."""
+    return f"{_lead(message)}{_field(message.tool_call_id)}\n{calls_field}\n{reasoning_field}\n"
+
+
+def _call_text(call: ToolCall, arguments: str) -> str:
+    return f"{len(call.id)}:{call.id}{len(call.name)}:{call.name}{len(arguments)}:{arguments}"
 
 
 def _calls_field(calls: Sequence[ToolCall], texts: Sequence[str]) -> str:
     """F(calls): each call's F(id) F(name) F(arguments), `texts` its arguments."""
-    if len(calls) == 1:  # the usual case, without the generator
-        call, text = calls[0], texts[0]
-        field = f"{len(call.id)}:{call.id}{len(call.name)}:{call.name}{len(text)}:{text}"
-        return f"{len(field)}:{field}"
-    return _field(
-        "".join(
-            f"{len(call.id)}:{call.id}{len(call.name)}:{call.name}{len(text)}:{text}"
-            for call, text in zip(calls, texts, strict=True)
-        )
-    )
+    if len(calls) == 1:  # the usual case, without a join
+        return _field(_call_text(calls[0], texts[0]))
+    return _field("".join(map(_call_text, calls, texts)))
 
 
 def message_record(message: Message, arguments: Sequence[str] | None = None) -> str:
@@ -144,9 +141,7 @@ def _plain_parts(message: Message) -> tuple[str, str]:
     id and after it. Both are the same for every such message of one role,
     kind and error flag (a tool result's call id is its own: the head of
     each used to be built anew, a fifth of a 5,000-message prefix)."""
-    head = _head(message.model_copy(update={"tool_call_id": None}), "0:", "0:")
-    before, after = head.split("\n-\n", 1)
-    return f"{before}\n", f"\n{after}s"
+    return _lead(message), "\n0:\n0:\ns"
 
 
 def _header(format: str, system_prompt: str | None) -> bytes:

@@ -174,13 +174,10 @@ def _message(row: Row) -> StoredMessage:
     return decode_stored_rows((row,))[0]
 
 
-_WINDOW_KEY = itemgetter(-1)
-
-
 def _in_window_order(rows: list[Row]) -> list[Row]:
     """A whole window's rows, which the server sends in no order, sorted by
     their window key (the last column; `sql._one_of` says why)."""
-    rows.sort(key=_WINDOW_KEY)
+    rows.sort(key=itemgetter(-1))
     return rows
 
 
