@@ -96,6 +96,22 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
             plan = _plan(conn, statement, {**role, "first": 5, "last": 9})
             scans = [n for n in _nodes(plan) if n.get("Relation Name") == "messages"]
             assert [n.get("Index Name") for n in scans] == ["uq_messages_role_user"], scans
+            _scans_by_key(conn, statement, {**role, "first": 5, "last": 9})
+        # Pages of the history (the last 50, a role's page) and the messages
+        # an append wrote: each message's event by key. Joined as planned for
+        # "a row or two", the last 50 read the conversation's events 50 times.
+        page = {
+            "cid": cid,
+            "tenant": repository.tenant,
+            "after": -1,
+            "before": 2**62,
+            "limit": 50,
+            "role": "user",
+        }
+        for descending in (True, False):
+            for by_role in (False, True):
+                _scans_by_key(conn, sql.history(descending=descending, role=by_role), page)
+        _scans_by_key(conn, sql.MESSAGES_WRITTEN_BY, {"cid": cid, "first": 2, "last": 101})
 
     await repository.start_batch(big, 1101, adjust=True)
     window = await repository.visible_window(big, agent_id="main")
