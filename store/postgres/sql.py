@@ -457,12 +457,18 @@ COUNT_IN_WINDOW = (
 )
 
 
+# A keyset cursor's "no bound above": higher than any seq.
+NO_SEQ_ABOVE = 2**62
+# The order of a page whose branches each come in their own order.
+_PAGE_KEY = ", m.seq AS page_key"
+
+
 @cache
 def history(
     *,
     descending: bool,
     visible: bool = False,
-    role: bool = False,
+    role: str | None = None,
     agent: bool = False,
     kind: bool = False,
 ) -> str:
@@ -471,18 +477,21 @@ def history(
     filter skips some). `visible` keeps the members of its agent's current
     batch: those that arrived in it, and those carried into it (a
     primary-key probe of `batch_carried` per other row; a message's sort
-    key is its key there). One statement shape per filter combination, so each
-    plan fits its filters (no `param IS NULL OR ...` generic plans). It
-    checks that the tenant may read the conversation (READABLE), so a page is
-    one statement."""
+    key is its key there). A page of one `role` of the whole history walks
+    that role's index instead (`_of_role_from_cursor`). One statement shape
+    per filter combination, so each plan fits its filters (no `param IS
+    NULL OR ...` generic plans). It checks that the tenant may read the
+    conversation (READABLE), so a page is one statement."""
     conditions = [
         "m.conversation_id = %(cid)s",
         "m.seq > %(after)s",
         "m.seq < %(before)s",
         READABLE,
     ]
-    if role:
-        conditions.append("m.role = %(role)s")
+    if role is not None:
+        if role not in ROLES:  # validated by the repository; never text from outside
+            raise ValueError(f"unknown role {role!r}")
+        conditions.append(f"m.role = '{role}'")
     if agent:
         conditions.append("m.agent_id = %(agent)s")
     if kind:
@@ -498,9 +507,50 @@ def history(
             " AND b.sort_key = m.sort_key AND b.seq = m.seq))"
         )
     direction = " DESC" if descending else ""
+    where = f" WHERE {' AND '.join(conditions)} ORDER BY m.seq{direction} {_limit_of('limit')}"
+    if role is None or visible:
+        return f"SELECT {MESSAGE_COLUMNS} FROM {source}{_PROBE_EVENTS}{where}"
+    by_seq = f"SELECT {MESSAGE_COLUMNS}{_PAGE_KEY} FROM {source}{_PROBE_EVENTS}{where}"
+    return _of_role_from_cursor(role, conditions, by_seq, direction)
+
+
+def _cursor_ordinal(role: str, param: str, unbounded: str, ordinal: str) -> str:
+    """The `role` ordinal of the message at seq `%(param)s` (the cursor),
+    `ordinal` when the cursor is `unbounded`, NULL when no message of the
+    role is there."""
     return (
-        f"SELECT {MESSAGE_COLUMNS} FROM {source}{_PROBE_EVENTS}"
-        f" WHERE {' AND '.join(conditions)} ORDER BY m.seq{direction} {_limit_of('limit')}"
+        f"CASE WHEN {unbounded} THEN {ordinal} ELSE (SELECT o.role_ordinal FROM messages AS o"
+        f" WHERE o.conversation_id = %(cid)s AND o.seq = %({param})s AND o.role = '{role}') END"
+    )
+
+
+def _of_role_from_cursor(role: str, conditions: list[str], by_seq: str, direction: str) -> str:
+    """A page of `role`'s messages through the role's own index
+    (`uq_messages_role_<role>`), between the ordinals of the page's cursors.
+
+    Within a role, ordinals grow with seq, so the role's index walked from
+    the cursor's ordinal is the page in seq order, N rows read. Walking the
+    primary key and skipping the other roles read the history between the
+    role's messages: a page of a rare role (system messages, or tool
+    results in a chat without tools) read the whole history. A cursor is
+    the seq of the previous page's last message, a message of the role; a
+    cursor that is not (any seq a caller passes) has no ordinal, and that
+    page walks the primary key as before (`by_seq`)."""
+    lower = _cursor_ordinal(role, "after", "%(after)s < 1", "0")
+    upper = _cursor_ordinal(role, "before", f"%(before)s >= {NO_SEQ_ABOVE}", str(NO_SEQ_ABOVE))
+    bounded = "(SELECT low IS NOT NULL AND high IS NOT NULL FROM cursor_ordinals)"
+    by_ordinal = (
+        f"SELECT {MESSAGE_COLUMNS}{_PAGE_KEY} FROM messages AS m{_PROBE_EVENTS}"
+        f" WHERE {' AND '.join(conditions)}"
+        " AND m.role_ordinal > (SELECT low FROM cursor_ordinals)"
+        " AND m.role_ordinal < (SELECT high FROM cursor_ordinals)"
+        f" ORDER BY m.role_ordinal{direction} {_limit_of('limit')}"
+    )
+    return (
+        f"WITH cursor_ordinals AS MATERIALIZED (SELECT {lower} AS low, {upper} AS high)"
+        f" SELECT * FROM ((SELECT * FROM ({by_ordinal}) AS branch WHERE {bounded})"
+        f" UNION ALL (SELECT * FROM ({by_seq}) AS branch WHERE NOT {bounded})) AS page"
+        f" ORDER BY page_key{direction}"
     )
 
 

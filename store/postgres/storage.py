@@ -141,7 +141,6 @@ DEFAULT_OPTIONS = (
 # window read member by member looks up each message and event once, and the
 # cache in front of each look-up was 18% of that read.
 SESSION_OPTIONS = "-c jit=off -c enable_memoize=off"
-_NO_SEQ_ABOVE = 2**62
 
 
 def _json(value: Any) -> str:
@@ -638,7 +637,7 @@ class _WriteSession:
     ) -> ForkSource:
         params = {
             "parent": parent,
-            "up_to": _NO_SEQ_ABOVE if up_to_seq is None else up_to_seq,
+            "up_to": sql.NO_SEQ_ABOVE if up_to_seq is None else up_to_seq,
             "agent": agent_id,
         }
         cursors = [
@@ -1098,7 +1097,7 @@ class PostgresStorage:
         statement = sql.history(
             descending=page.descending,
             visible=page.visible_only,
-            role=page.role is not None,
+            role=page.role,
             agent=page.agent_id is not None,
             kind=page.kind is not None,
         )
@@ -1107,9 +1106,8 @@ class PostgresStorage:
             tenant,
             statement,
             after=-1 if page.after_seq is None else page.after_seq,
-            before=_NO_SEQ_ABOVE if page.before_seq is None else page.before_seq,
+            before=sql.NO_SEQ_ABOVE if page.before_seq is None else page.before_seq,
             limit=page.limit,
-            role=page.role,
             agent=page.agent_id,
             kind=page.kind,
         )

@@ -11,7 +11,14 @@ import pytest
 
 from store.errors import ConversationIsArchived, ConversationNotFound, InvalidOperation
 from store.repository import Repository
-from tests.contract.conftest import RepositoryFactory, system, user
+from tests.contract.conftest import (
+    RepositoryFactory,
+    assistant,
+    call,
+    system,
+    tool,
+    user,
+)
 
 
 def _tenant() -> str:
@@ -119,3 +126,50 @@ async def test_history_pages_filter_by_role_agent_kind_and_scope(repository: Rep
     rest = await repository.read_window(cid, cursor=window.next_cursor)
     assert [m.seq for m in rest.items] == [3]
     assert rest.next_cursor is None
+
+
+async def test_a_roles_history_pages_from_any_cursor(repository: Repository) -> None:
+    """A role's pages are its messages in seq order, whichever cursor a page
+    starts from: the previous page's last message (PostgreSQL walks the
+    role's index from it) or any other seq (it walks the history)."""
+    cid = (await repository.create_conversation()).id
+    messages = [system("rules")]
+    for turn in range(8):
+        messages += [user(f"ask {turn}"), assistant(f"answer {turn}")]
+        if turn % 3 == 1:
+            messages += [assistant("", call(f"c{turn}")), tool(f"c{turn}")]
+        if turn == 5:
+            messages.append(system("reminder", kind="reminder", agent_id="helper"))
+    await repository.append_messages(cid, messages)
+    history = await repository.read_messages(cid, limit=1000)
+    last = history[-1].seq
+    for role in ("system", "user", "assistant", "tool"):
+        expected = [m.seq for m in history if m.role == role]
+        for order in ("asc", "desc"):
+            want = expected if order == "asc" else expected[::-1]
+            found: list[int] = []
+            after = before = None
+            while True:
+                page = await repository.page_messages(
+                    cid, role=role, order=order, limit=2, after_seq=after, before_seq=before
+                )
+                found += [m.seq for m in page.items]
+                after, before = page.next_after_seq, page.next_before_seq
+                if after is None and before is None:
+                    break
+            assert found == want, (role, order)
+        # From every seq (a message of the role or not), both ways, and between two.
+        for cursor in range(0, last + 2):
+            up = await repository.read_messages(cid, role=role, after_seq=cursor, limit=3)
+            assert [m.seq for m in up] == [s for s in expected if s > cursor][:3]
+            down = await repository.read_messages(
+                cid, role=role, order="desc", before_seq=cursor, limit=3
+            )
+            assert [m.seq for m in down] == [s for s in expected if s < cursor][::-1][:3]
+        between = await repository.read_messages(cid, role=role, after_seq=3, before_seq=last - 2)
+        assert [m.seq for m in between] == [s for s in expected if 3 < s < last - 2]
+    # With the other filters.
+    helper = await repository.read_messages(cid, role="system", agent_id="helper")
+    assert [m.text for m in helper] == ["reminder"]
+    reminders = await repository.read_messages(cid, role="system", kind="reminder", order="desc")
+    assert [m.text for m in reminders] == ["reminder"]

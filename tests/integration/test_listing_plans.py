@@ -4,6 +4,7 @@ conversations is a range of (tenant, created_at, id)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from store.conversation_keys import stream_id
@@ -41,6 +42,57 @@ async def test_the_last_n_messages_walk_the_primary_key_backwards(
     plan = await _plan(storage, sql.history(descending=True), params)
     assert "Index Scan Backward using pk_messages" in plan, plan
     assert "Sort" not in plan, plan
+
+
+async def test_a_page_of_a_rare_role_walks_the_roles_index(
+    storage: PostgresStorage, repository: Repository
+) -> None:
+    """Two system messages in 3,000: their page reads them, not the history
+    between them, from no cursor and from the previous page's last one."""
+    key = (await repository.create_conversation()).id
+    await repository.append_messages(key, [Message(role="system", content="rules")])
+    for _ in range(3):
+        batch = [Message(role="user", content=f"m{i}") for i in range(1000)]
+        await repository.append_messages(key, batch)
+    await repository.append_messages(key, [Message(role="system", content="reminder")])
+    first = await repository.page_messages(key, role="system", order="desc", limit=1)
+    assert [m.text for m in first.items] == ["reminder"]
+    assert first.next_before_seq == 3002
+    rest = await repository.page_messages(
+        key, role="system", order="desc", limit=1, before_seq=first.next_before_seq
+    )
+    assert [m.text for m in rest.items] == ["rules"]
+    params = {
+        "cid": stream_id(repository.tenant, key),
+        "tenant": repository.tenant,
+        "after": -1,
+        "limit": 1,
+    }
+    async with storage.pool.connection() as conn:
+        await conn.execute("ANALYZE")
+        for before in (2**62, 3002):
+            cursor = await conn.execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {sql.history(descending=True, role='system')}",
+                {**params, "before": before},
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            scans = [
+                node
+                for node in _nodes(row[0][0]["Plan"])
+                if node.get("Relation Name") == "messages" and node.get("Actual Loops", 0) > 0
+            ]
+            # Each scan reads a row or none (the page's, the cursor's look-up
+            # by seq): none walks past the users' messages in between.
+            read = [n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in scans]
+            assert max(read) <= 1, scans
+            assert any(node.get("Index Name") == "uq_messages_role_system" for node in scans)
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
 
 
 async def test_a_page_of_conversations_is_an_index_range(
