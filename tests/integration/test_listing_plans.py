@@ -4,13 +4,13 @@ conversations is a range of (tenant, created_at, id)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from store.conversation_keys import stream_id
 from store.messages import Message
 from store.postgres import PostgresStorage, sql
 from store.repository import Repository
+from tests.integration.plans import plan_nodes
 
 
 async def _plan(storage: PostgresStorage, statement: str, params: dict[str, Any]) -> str:
@@ -70,7 +70,7 @@ async def test_a_page_of_a_rare_role_walks_the_roles_index(
     }
     async with storage.pool.connection() as conn:
         await conn.execute("ANALYZE")
-        for before in (2**62, 3002):
+        for before in (sql.NO_SEQ_ABOVE, 3002):
             cursor = await conn.execute(
                 f"EXPLAIN (ANALYZE, FORMAT JSON) {sql.history(descending=True, role='system')}",
                 {**params, "before": before},
@@ -79,7 +79,7 @@ async def test_a_page_of_a_rare_role_walks_the_roles_index(
             assert row is not None
             scans = [
                 node
-                for node in _nodes(row[0][0]["Plan"])
+                for node in plan_nodes(row[0][0]["Plan"])
                 if node.get("Relation Name") == "messages" and node.get("Actual Loops", 0) > 0
             ]
             # Each scan reads a row or none (the page's, the cursor's look-up
@@ -87,12 +87,6 @@ async def test_a_page_of_a_rare_role_walks_the_roles_index(
             read = [n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in scans]
             assert max(read) <= 1, scans
             assert any(node.get("Index Name") == "uq_messages_role_system" for node in scans)
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
 
 
 async def test_a_page_of_conversations_is_an_index_range(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import psycopg
 import pytest
@@ -20,19 +19,13 @@ from store.postgres import search_indexes
 from store.postgres.search import statement
 from store.search import SearchQuery, search_query
 from store.settings import Settings, libpq_url
+from tests.integration.plans import plan_nodes
 
 pytestmark = pytest.mark.integration
 
 CONVERSATIONS = 40
 PER_CONVERSATION = 750  # 30,000 messages
 BIG_TABLES = {"events", "messages", "tool_calls"}
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", ()):
-        found += _nodes(child)
-    return found
 
 
 def _forms(corpus: Corpus) -> dict[str, SearchQuery]:
@@ -84,7 +77,7 @@ def test_every_search_form_is_an_index_scan(loaded: str, trigram_available: bool
                 continue  # no index to use: it reads the events (docs/search.md)
             text, params = statement(tenant_of(0), query)
             (row,) = conn.execute(f"EXPLAIN (FORMAT JSON) {text}", params).fetchall()
-            nodes = _nodes(row[0][0]["Plan"])
+            nodes = list(plan_nodes(row[0][0]["Plan"]))
             shown = json.dumps(row[0][0]["Plan"])[:4000]
             sequential = [
                 n["Relation Name"]

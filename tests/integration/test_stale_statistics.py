@@ -14,7 +14,6 @@ the conversation."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -24,17 +23,12 @@ from store.messages import Message
 from store.postgres import sql
 from store.postgres.urls import libpq_url
 from store.repository import Repository
+from tests.integration.plans import plan_nodes
 
 TABLES = ("events", "messages", "batch_carried", "tool_calls")
 # Per table, a column that only a look-up by key (not a conversation-wide
 # scan) has in its index condition.
 KEYS = {"events": ("version",), "messages": ("seq", "batch")}
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
 
 
 def _plan(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +45,7 @@ def _scans_by_key(conn: psycopg.Connection[Any], statement: str, params: dict[st
     """Run `statement` (rolled back) and check that every scan of `events`
     or `messages` it ran more than once was a look-up by the row's key, not
     a scan of the conversation."""
-    for node in _nodes(_plan(conn, statement, params)):
+    for node in plan_nodes(_plan(conn, statement, params)):
         keys = KEYS.get(node.get("Relation Name", ""))
         if keys is None or node.get("Actual Loops", 0) <= 1:
             continue
@@ -94,7 +88,7 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
         role = {"cid": cid, "tenant": repository.tenant, "agent": None, "n": 3}
         for statement in (sql.recent_in_history("user"), sql.role_range("user")):
             plan = _plan(conn, statement, {**role, "first": 5, "last": 9})
-            scans = [n for n in _nodes(plan) if n.get("Relation Name") == "messages"]
+            scans = [n for n in plan_nodes(plan) if n.get("Relation Name") == "messages"]
             assert [n.get("Index Name") for n in scans] == ["uq_messages_role_user"], scans
             _scans_by_key(conn, statement, {**role, "first": 5, "last": 9})
         # Pages of the history (the last 50, a role's page) and the messages
@@ -104,9 +98,8 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
             "cid": cid,
             "tenant": repository.tenant,
             "after": -1,
-            "before": 2**62,
+            "before": sql.NO_SEQ_ABOVE,
             "limit": 50,
-            "role": "user",
         }
         for descending in (True, False):
             for by_role in (False, True):
