@@ -719,12 +719,17 @@ REQUEST_INSERT = (
 )
 
 
-# An optimistic append (docs/storage.md, "Appends in one round trip") is sent
-# with the lock, decided on the row as its writer remembers it: each of its
-# rows is written only if the row is still at the version it was decided on.
-# All parts of one statement see the row as the statement started, after
-# the lock sent before it was granted.
-_STILL_AT = "(SELECT version FROM conversations WHERE id = %(cid)s) = %(expected)s"
+# An optimistic append (docs/storage.md, "Appends in one round trip") is
+# decided on the row as its writer remembers it, and sent as this one
+# statement, in autocommit: the head's UPDATE comes first (`hd`) and every
+# other part writes only the rows it is joined to. The UPDATE locks the row
+# (waiting, as a lock would, for a write in progress) and, in READ
+# COMMITTED, checks `version = %(expected)s` again on the row as the write
+# it waited for left it: no row found at that version, no row updated,
+# nothing written, and the statement answers no row. (It used to be sent
+# after a `SELECT … FOR UPDATE` of its own, between BEGIN and COMMIT: four
+# statements where one does, and the lock a WAL record of its own.)
+_GUARD = "hd"
 
 
 @cache
@@ -743,25 +748,39 @@ def append_cte(
     is inserted answered (`store.projections.projector.AppendMessages`).
 
     `guarded`: written only while the stream is at version `%(expected)s`
-    (an optimistic append); otherwise nothing, and the head update says so
-    by updating no row.
+    (an optimistic append, sent alone in autocommit): the statement answers
+    the transaction's time, or no row (and writes nothing) when the stream
+    had moved on.
     """
-    where = f" WHERE {_STILL_AT}" if guarded else ""
-    and_ = f" AND {_STILL_AT}" if guarded else ""
-    parts = [("ev", f"{INSERT_EVENTS}{where}")]
+    if not guarded:
+        parts = [("ev", INSERT_EVENTS)]
+        if with_messages:
+            parts.append(("ms", INSERT_MESSAGES))
+        if calls:
+            parts.append(("tc", INSERT_CALLS))
+        if answers:
+            parts.append(("ta", ANSWER_CALLS))
+        if request:
+            parts.append(("rq", REQUEST_INSERT))
+        ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
+        return f"WITH {ctes} {HEAD_UPDATE}"
+    # An idempotency key's append reads the row first (the key decides).
+    assert not request, "an optimistic append has no idempotency key"
+    # Each insert's rows are joined to the head's one updated row: none, when
+    # the head was not updated. (Joined, the updated row is also what orders
+    # the head's UPDATE, and its lock, before every insert.)
+    parts = [
+        (_GUARD, f"{HEAD_UPDATE} AND version = %(expected)s RETURNING now() AS at"),
+        ("ev", f"{INSERT_EVENTS} CROSS JOIN {_GUARD}"),
+    ]
     if with_messages:
-        parts.append(("ms", f"{INSERT_MESSAGES}{where}"))
+        parts.append(("ms", f"{INSERT_MESSAGES} CROSS JOIN {_GUARD}"))
     if calls:
-        parts.append(("tc", f"{INSERT_CALLS}{where}"))
+        parts.append(("tc", f"{INSERT_CALLS} CROSS JOIN {_GUARD}"))
     if answers:
-        parts.append(("ta", f"{ANSWER_CALLS}{and_}"))
-    if request:
-        # An idempotency key's append reads the row first (the key decides).
-        assert not guarded, "an optimistic append has no idempotency key"
-        parts.append(("rq", REQUEST_INSERT))
+        parts.append(("ta", ANSWER_CALLS.replace(" WHERE ", f", {_GUARD} WHERE ", 1)))
     ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
-    head = f"{HEAD_UPDATE} AND version = %(expected)s" if guarded else HEAD_UPDATE
-    return f"WITH {ctes} {head}"
+    return f"WITH {ctes} SELECT at FROM {_GUARD}"
 
 
 # --- the other projection steps -----------------------------------------------------------

@@ -12,11 +12,11 @@ Round trips are the cost to watch: a single append is two at most.
    (`sql.append_cte`, data-modifying CTEs), sent with `COMMIT`, one sync.
 
 An append to a conversation this storage appended to last (`_Remembered`)
-is one: decided on the row as that append left it, it goes out as
-`BEGIN`, the lock, the write guarded by the remembered version, `COMMIT`,
-one sync (`_OptimisticSession`; docs/storage.md, "Appends in one round
-trip"). Had another write come between, the guard writes nothing and the
-append is decided again, the two-round-trip way.
+is one: decided on the row as that append left it, it goes out as one
+statement in autocommit, the write guarded by the remembered version,
+which locks the row as it updates it (`_OptimisticSession`; docs/storage.md,
+"Appends in one round trip"). Had another write come between, the guard
+writes nothing and the append is decided again, the two-round-trip way.
 
 Why pipeline mode and a CTE rather than a server-side function: the
 decisions (`store.commands`) and the projector stay in Python, shared with
@@ -459,9 +459,9 @@ MAX_STRIKES = 2
 
 class _OptimisticSession:
     """An append decided on what the storage remembers of the conversation
-    (`_Remembered`), sent in one round trip with the lock and the commit:
-    BEGIN, `sql.LOCK_STREAM`, the append guarded by the remembered version,
-    COMMIT. Whatever the decision asks that memory cannot answer raises
+    (`_Remembered`), sent as one statement in autocommit: the append guarded
+    by the remembered version (`sql.append_cte(guarded=True)`), which locks
+    the row as it updates it. Whatever the decision asks that memory cannot answer raises
     `StaleHead` before anything is sent; a row found at another version
     means nothing was written (the guard), and raises it after."""
 
@@ -501,18 +501,13 @@ class _OptimisticSession:
             self.conversation_id, write, expected=self.memory.version
         )
         assert not rest
-        conn = self.conn
-        async with conn.pipeline():  # one Sync, at its end
-            await conn.execute("BEGIN")
-            lock = await conn.execute(sql.LOCK_STREAM, {"cid": self.conversation_id})
-            head = await conn.execute(statement, params)
-            await conn.execute("COMMIT")
-        row = await lock.fetchone()
-        if head.rowcount != 1 or row is None:  # another write came between
+        # Autocommit: the statement is its own transaction.
+        row = await (await self.conn.execute(statement, params)).fetchone()
+        if row is None:  # another write came between: nothing was written
             self.moved = True
             raise StaleHead()
         self.written = write
-        recorded_at: datetime = row[7]
+        recorded_at: datetime = row[0]
         return recorded_at
 
     async def _unanswerable(self, *_: Any, **__: Any) -> Any:

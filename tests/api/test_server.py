@@ -32,6 +32,10 @@ from tests.api.conftest import BASE_URL
 
 SECRET = "the user's secret message"
 
+# Set by `/slow` once its request is in the handler (the server runs in a
+# thread of this process).
+IN_FLIGHT = threading.Event()
+
 
 def _app(settings: Settings) -> FastAPI:
     services = Services(
@@ -45,6 +49,7 @@ def _app(settings: Settings) -> FastAPI:
 
     @app.get("/slow")
     async def slow() -> dict[str, str]:
+        IN_FLIGHT.set()
         await asyncio.sleep(0.5)
         return {"status": "done"}
 
@@ -138,8 +143,10 @@ def test_a_request_in_flight_finishes_when_the_server_is_stopped(
     request = threading.Thread(
         target=lambda: answers.append(httpx.get(f"http://127.0.0.1:{port}/slow", timeout=5))
     )
+    IN_FLIGHT.clear()
     request.start()
-    time.sleep(0.2)  # the request is in flight
+    # In flight: in the handler (a fixed wait lost the race on a busy machine).
+    assert IN_FLIGHT.wait(5)
     instance._stop(15, None)  # what SIGTERM does
     request.join(5)
     assert [a.status_code for a in answers] == [200]

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 import pytest_asyncio
 
 from store.errors import ConcurrencyConflict, ConversationDeleted, InvalidMessage
 from store.messages import Message, ToolCall
 from store.postgres import PostgresStorage
+from store.postgres.urls import libpq_url
 from store.repository import Repository
 
 
@@ -121,3 +123,56 @@ async def test_two_processes_appending_to_one_conversation_lose_nothing(
     assert len(texts) == len(set(texts)) == 6 * per_writer
     assert [m.seq for m in history] == list(range(1, 6 * per_writer + 1))
     assert (await repository.get_conversation(cid)).version == 1 + 6 * per_writer
+
+
+async def test_a_write_committed_while_the_append_waited_for_the_row_is_seen(
+    repository: Repository, other: Repository, database_url: str
+) -> None:
+    """The optimistic append is one statement whose UPDATE takes the row's
+    lock: while another process's append holds it, the statement waits,
+    then finds the row moved on, writes nothing, and is decided again after
+    that append, not over it. (Not by tripping over the events' primary key
+    either, which would fail the statement and cost its connection.)"""
+    storage = repository.storage
+    assert isinstance(storage, PostgresStorage)
+    cid = (await repository.create_conversation()).id
+    await repository.append_messages(cid, [user("one")])  # remembered
+    url = libpq_url(database_url)
+    async with (
+        await psycopg.AsyncConnection.connect(url) as blocker,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher,
+    ):
+
+        async def waiting() -> int:
+            cursor = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            return int(row[0])
+
+        async def until_waiting(count: int) -> None:
+            for _ in range(500):
+                if await waiting() >= count:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"never {count} waiting")
+
+        # Their append locks the row, then waits to read its idempotency key.
+        await blocker.execute("LOCK TABLE append_requests IN ACCESS EXCLUSIVE MODE")
+        theirs = asyncio.create_task(other.append_messages(cid, [user("two")], idempotency_key="k"))
+        await until_waiting(1)
+        mine = asyncio.create_task(repository.append_messages(cid, [user("three")]))
+        await until_waiting(2)  # ours waits for the row
+        spoiled = storage.pool.get_stats().get("returns_bad", 0)
+        await blocker.rollback()
+        their_append, my_append = await asyncio.gather(theirs, mine)
+
+    assert storage.pool.get_stats().get("returns_bad", 0) == spoiled
+
+    assert my_append.version == their_append.version + 1
+    assert [m.seq for m in my_append.messages] == [3]
+    history = await repository.read_messages(cid)
+    assert [(m.seq, m.text) for m in history] == [(1, "one"), (2, "two"), (3, "three")]
+    assert (await repository.get_conversation(cid)).version == my_append.version
