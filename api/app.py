@@ -31,9 +31,8 @@ from api.metrics import CONTENT_TYPE, Metrics, pool_stats
 from api.middleware import RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
 from api.routes import api_router
-from store.api_keys import tenant_for_key
+from store.api_keys import KeyLookup
 from store.bootstrap import open_storage
-from store.db import make_async_engine
 from store.errors import StorageFailure
 from store.settings import Settings, limits_from_settings
 
@@ -74,17 +73,21 @@ def create_app(
         storage = await open_storage(database_url, settings)
         for warning in await storage.server_warnings():
             _log.warning(warning)
-        engine = make_async_engine(database_url, settings, pool_size=2, max_overflow=2)
+        try:
+            keys = await KeyLookup.connect(database_url, options=settings.connection_options())
+        except BaseException:
+            await storage.close()
+            raise
         app.state.services = Services(
             storage=storage,
-            tenant_for_key=lambda key: tenant_for_key(engine, key),
+            tenant_for_key=keys.tenant_for_key,
             limits=limits_from_settings(settings),
         )
         try:
             yield
         finally:
             await storage.close()
-            await engine.dispose()
+            await keys.close()
 
     app = FastAPI(
         title="convo-store",

@@ -340,18 +340,15 @@ async def _analyst(api: _Api, cid: str) -> None:
 async def run_demo(url: str, settings: Settings, *, where: str) -> None:
     from api.app import create_app
     from api.deps import Services
-    from store.api_keys import create_key, revoke_key, tenant_for_key
+    from store.api_keys import KeyLookup, create_key, revoke_key
     from store.db import make_async_engine
 
     storage = await open_storage(url, settings)
     engine = make_async_engine(url, settings, pool_size=1, max_overflow=1)
     key_id, key = await create_key(engine, DEFAULT_TENANT, "make demo")
-
-    async def lookup(presented: str) -> str | None:
-        return await tenant_for_key(engine, presented)
-
+    keys = await KeyLookup.connect(url, options=settings.connection_options(), max_size=1)
     services = Services(
-        storage=storage, tenant_for_key=lookup, limits=limits_from_settings(settings)
+        storage=storage, tenant_for_key=keys.tenant_for_key, limits=limits_from_settings(settings)
     )
     app = create_app(settings, services=services)
     cid = f"flaky-parser-{uuid.uuid4().hex[:6]}"
@@ -378,4 +375,5 @@ async def run_demo(url: str, settings: Settings, *, where: str) -> None:
     finally:
         await revoke_key(engine, key_id)
         await engine.dispose()
+        await keys.close()
         await storage.close()

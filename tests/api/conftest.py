@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.deps import Services
-from store.api_keys import MemoryKeys, create_key, tenant_for_key
+from store.api_keys import KeyLookup, MemoryKeys, create_key
 from store.commands import Limits
 from store.db import make_async_engine
 from store.postgres import PostgresStorage
@@ -49,34 +49,38 @@ async def wiring(
 ) -> AsyncIterator[tuple[Services, MakeKey]]:
     """The app's services on the backend under test, and a way to make keys."""
     if backend == "memory":
-        keys = MemoryKeys()
+        memory = MemoryKeys()
 
         async def memory_key(tenant: str) -> str:
-            return keys.create(tenant, "tests")
+            return memory.create(tenant, "tests")
 
         yield (
-            Services(storage=MemoryStorage(), tenant_for_key=keys.tenant_for_key, limits=Limits()),
+            Services(
+                storage=MemoryStorage(), tenant_for_key=memory.tenant_for_key, limits=Limits()
+            ),
             memory_key,
         )
         return
     # Asked for lazily (a memory run needs no server); async fixtures cannot
-    # be, so the engine for API keys is made here.
+    # be, so the engine and the key look-ups are made here.
     database_url: str = request.getfixturevalue("database_url")
     settings: Settings = request.getfixturevalue("settings")
     engine = make_async_engine(database_url, settings, pool_size=2, max_overflow=2)
     storage = await PostgresStorage.connect(database_url, options=settings.connection_options())
+    keys = await KeyLookup.connect(database_url, options=settings.connection_options())
 
     async def postgres_key(tenant: str) -> str:
         _, plaintext = await create_key(engine, tenant, "tests")
         return plaintext
 
-    async def lookup(key: str) -> str | None:
-        return await tenant_for_key(engine, key)
-
     try:
-        yield Services(storage=storage, tenant_for_key=lookup, limits=Limits()), postgres_key
+        yield (
+            Services(storage=storage, tenant_for_key=keys.tenant_for_key, limits=Limits()),
+            postgres_key,
+        )
     finally:
         await storage.close()
+        await keys.close()
         await engine.dispose()
 
 

@@ -2,30 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
+import pytest_asyncio
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.api_keys import (
     KEY_PREFIX,
+    KeyLookup,
     api_keys,
     create_key,
     hash_key,
     list_keys,
     revoke_key,
-    tenant_for_key,
 )
+from store.settings import Settings
 
 
-async def test_a_key_maps_to_its_tenant(engine: AsyncEngine) -> None:
+@pytest_asyncio.fixture
+async def keys(database_url: str, settings: Settings) -> AsyncIterator[KeyLookup]:
+    """What the app asks at every request."""
+    keys = await KeyLookup.connect(database_url, options=settings.connection_options())
+    yield keys
+    await keys.close()
+
+
+async def test_a_key_maps_to_its_tenant(engine: AsyncEngine, keys: KeyLookup) -> None:
     _, acme = await create_key(engine, "acme", "ci")
     _, globex = await create_key(engine, "globex", "ci")
     assert acme.startswith(KEY_PREFIX)
     assert len(acme) > 40
-    assert await tenant_for_key(engine, acme) == "acme"
-    assert await tenant_for_key(engine, globex) == "globex"
-    assert await tenant_for_key(engine, acme + "x") is None
-    assert await tenant_for_key(engine, "not even a key") is None
+    assert await keys.tenant_for_key(acme) == "acme"
+    assert await keys.tenant_for_key(globex) == "globex"
+    assert await keys.tenant_for_key(acme + "x") is None
+    assert await keys.tenant_for_key("not even a key") is None
 
 
 async def test_only_the_hash_is_stored(engine: AsyncEngine) -> None:
@@ -37,7 +49,7 @@ async def test_only_the_hash_is_stored(engine: AsyncEngine) -> None:
     assert plaintext.startswith(row.key_start)
 
 
-async def test_list_and_revoke(engine: AsyncEngine) -> None:
+async def test_list_and_revoke(engine: AsyncEngine, keys: KeyLookup) -> None:
     first, key = await create_key(engine, "acme", "one")
     second, _ = await create_key(engine, "acme", "two")
     await create_key(engine, "globex", "three")
@@ -46,7 +58,7 @@ async def test_list_and_revoke(engine: AsyncEngine) -> None:
 
     assert await revoke_key(engine, first) is True
     assert await revoke_key(engine, first) is False  # already revoked
-    assert await tenant_for_key(engine, key) is None
+    assert await keys.tenant_for_key(key) is None
     listed = {k.id: k.active for k in await list_keys(engine, "acme")}
     assert listed == {first: False, second: True}
 
