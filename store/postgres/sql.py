@@ -732,9 +732,35 @@ REQUEST_INSERT = (
 _GUARD = "hd"
 
 
+# An optimistic append with an idempotency key, or with client message ids,
+# was decided as a first attempt: it is written only if it is one (no
+# request of that key, no message of those ids). A retry writes nothing,
+# and is answered the way that reads the row first, which finds what the
+# first attempt stored.
+_NEW_REQUEST = (
+    " AND NOT EXISTS (SELECT 1 FROM append_requests"
+    " WHERE conversation_id = %(cid)s AND idempotency_key = %(key)s)"
+)
+_NEW_CLIENT_IDS = (
+    " AND NOT EXISTS (SELECT 1 FROM messages"
+    " WHERE conversation_id = %(cid)s AND client_message_id = ANY(%(client_ids)s))"
+)
+_REQUEST_AFTER_HEAD = (
+    "INSERT INTO append_requests"
+    " (conversation_id, idempotency_key, request_hash, first_version, last_version)"
+    f" SELECT %(cid)s, %(key)s, %(hash)s, %(first)s, %(last)s FROM {_GUARD}"
+)
+
+
 @cache
 def append_cte(
-    *, with_messages: bool, calls: bool, answers: bool, request: bool, guarded: bool = False
+    *,
+    with_messages: bool,
+    calls: bool,
+    answers: bool,
+    request: bool,
+    guarded: bool = False,
+    client_ids: bool = False,
 ) -> str:
     """One statement for a whole write of appended messages: events, message
     rows (a message's row is also its membership of the batch it arrives
@@ -748,11 +774,13 @@ def append_cte(
     is inserted answered (`store.projections.projector.AppendMessages`).
 
     `guarded`: written only while the stream is at version `%(expected)s`
-    (an optimistic append, sent alone in autocommit): the statement answers
-    the transaction's time, or no row (and writes nothing) when the stream
-    had moved on.
+    (an optimistic append, sent alone in autocommit), and, with `request`
+    or `client_ids`, only if no earlier append used its idempotency key or
+    any of its client ids: the statement answers the transaction's time, or
+    no row (and writes nothing).
     """
     if not guarded:
+        assert not client_ids, "client ids are checked under the lock"
         parts = [("ev", INSERT_EVENTS)]
         if with_messages:
             parts.append(("ms", INSERT_MESSAGES))
@@ -764,13 +792,12 @@ def append_cte(
             parts.append(("rq", REQUEST_INSERT))
         ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
         return f"WITH {ctes} {HEAD_UPDATE}"
-    # An idempotency key's append reads the row first (the key decides).
-    assert not request, "an optimistic append has no idempotency key"
     # Each insert's rows are joined to the head's one updated row: none, when
     # the head was not updated. (Joined, the updated row is also what orders
     # the head's UPDATE, and its lock, before every insert.)
+    new = (_NEW_REQUEST if request else "") + (_NEW_CLIENT_IDS if client_ids else "")
     parts = [
-        (_GUARD, f"{HEAD_UPDATE} AND version = %(expected)s RETURNING now() AS at"),
+        (_GUARD, f"{HEAD_UPDATE} AND version = %(expected)s{new} RETURNING now() AS at"),
         ("ev", f"{INSERT_EVENTS} CROSS JOIN {_GUARD}"),
     ]
     if with_messages:
@@ -779,6 +806,8 @@ def append_cte(
         parts.append(("tc", f"{INSERT_CALLS} CROSS JOIN {_GUARD}"))
     if answers:
         parts.append(("ta", ANSWER_CALLS.replace(" WHERE ", f", {_GUARD} WHERE ", 1)))
+    if request:
+        parts.append(("rq", _REQUEST_AFTER_HEAD))
     ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
     return f"WITH {ctes} SELECT at FROM {_GUARD}"
 

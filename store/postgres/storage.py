@@ -362,18 +362,27 @@ def _write_statements(
     if all(isinstance(s, AppendMessages) for s in steps) and len(steps) <= 1:
         step = steps[0] if steps else None
         assert step is None or isinstance(step, AppendMessages)
+        # An optimistic append checks its client ids are new as it writes.
+        client_ids = (
+            [r.client_message_id for r in step.messages if r.client_message_id is not None]
+            if step is not None and expected is not None
+            else []
+        )
         statement = sql.append_cte(
             with_messages=step is not None,
             calls=bool(step and step.calls),
             answers=bool(step and step.answered),
             request=bool(request),
             guarded=expected is not None,
+            client_ids=bool(client_ids),
         )
         params = {**head, **_events_params(write), **request}
         if step is not None:
             params.update(_append_params(step))
         if expected is not None:
             params["expected"] = expected
+        if client_ids:
+            params["client_ids"] = client_ids
         return [(statement, params)]
     assert expected is None, "only an append of messages is written optimistically"
     statements = [(sql.INSERT_EVENTS, {"cid": cid, **_events_params(write)})]
@@ -412,14 +421,10 @@ class _Remembered:
 
     def answers(self, tenant: str, lookups: Lookups) -> bool:
         """Can the append with `lookups` be decided from memory alone? Not
-        with client ids or an idempotency key (their replays are read), nor
-        with a result for a call not known to be pending."""
-        return (
-            tenant == self.tenant
-            and not lookups.client_ids
-            and lookups.idempotency_key is None
-            and lookups.answered_call_ids <= self.pending.keys()
-        )
+        with a result for a call not known to be pending. (With client ids
+        or an idempotency key it is decided as a first attempt, and written
+        only if it is one: `sql.append_cte`.)"""
+        return tenant == self.tenant and lookups.answered_call_ids <= self.pending.keys()
 
     def after(self, write: Write, stream_version: int) -> _Remembered | None:
         """What is known after `write` (an append at `stream_version`), if
@@ -510,12 +515,21 @@ class _OptimisticSession:
         recorded_at: datetime = row[0]
         return recorded_at
 
+    # An idempotency key or client ids are taken to be new: the write is
+    # guarded by their being so, and a retry is answered the way that reads
+    # the row first (`StaleHead`), which finds the first attempt's messages.
+    async def request(self, idempotency_key: str) -> StoredRequest | None:
+        return None
+
+    async def messages_by_client_id(self, client_ids: Sequence[str]) -> dict[str, StoredMessage]:
+        return {}
+
     async def _unanswerable(self, *_: Any, **__: Any) -> Any:
         raise StaleHead()
 
     # What an append never asks (read under the lock by `_WriteSession`).
     pending_call_ids = window = batch_window = key_after = key_before = message = _unanswerable
-    request = messages_by_client_id = messages_written_by = fork_source = purge = _unanswerable
+    messages_written_by = fork_source = purge = _unanswerable
 
 
 class _WriteSession:

@@ -13,7 +13,12 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from store.errors import ConcurrencyConflict, ConversationDeleted, InvalidMessage
+from store.errors import (
+    ConcurrencyConflict,
+    ConversationDeleted,
+    IdempotencyConflict,
+    InvalidMessage,
+)
 from store.messages import Message, ToolCall
 from store.postgres import PostgresStorage
 from store.postgres.urls import libpq_url
@@ -176,3 +181,46 @@ async def test_a_write_committed_while_the_append_waited_for_the_row_is_seen(
     history = await repository.read_messages(cid)
     assert [(m.seq, m.text) for m in history] == [(1, "one"), (2, "two"), (3, "three")]
     assert (await repository.get_conversation(cid)).version == my_append.version
+
+
+@pytest.mark.parametrize("first_from", ["this process", "another process"])
+async def test_a_retry_decided_from_memory_is_answered_not_written(
+    repository: Repository, other: Repository, first_from: str
+) -> None:
+    """An append with an idempotency key or client ids is decided from memory
+    as a first attempt; a retry of one (from this process or another) is
+    found by the write's guard, not by a unique index (which would fail the
+    statement and cost its connection), and answered from the first
+    attempt. A key reused for another request is refused as under the lock."""
+    storage = repository.storage
+    assert isinstance(storage, PostgresStorage)
+    cid = (await repository.create_conversation()).id
+    await repository.append_messages(cid, [user("zero")])  # remembered
+    first_writer = repository if first_from == "this process" else other
+    keyed = await first_writer.append_messages(cid, [user("one")], idempotency_key="k1")
+    tagged = Message(role="user", content="two", client_message_id="c2")
+    identified = await first_writer.append_messages(cid, [tagged])
+    if first_from == "another process":
+        await repository.append_messages(cid, [user("three")])  # remembered again
+    spoiled = storage.pool.get_stats().get("returns_bad", 0)
+
+    again = await repository.append_messages(cid, [user("one")], idempotency_key="k1")
+    assert again.replayed
+    assert again.messages == keyed.messages
+    again = await repository.append_messages(cid, [tagged])
+    assert again.replayed
+    assert again.messages == identified.messages
+    with pytest.raises(IdempotencyConflict):
+        await repository.append_messages(cid, [user("not one")], idempotency_key="k1")
+    fresh = await repository.append_messages(cid, [user("four")], idempotency_key="k4")
+
+    assert not fresh.replayed
+    assert storage.pool.get_stats().get("returns_bad", 0) == spoiled
+    texts = [m.text for m in await repository.read_messages(cid)]
+    assert texts == [
+        "zero",
+        "one",
+        "two",
+        *(["three"] if first_from != "this process" else []),
+        "four",
+    ]
