@@ -779,37 +779,32 @@ def append_cte(
     any of its client ids: the statement answers the transaction's time, or
     no row (and writes nothing).
     """
-    if not guarded:
-        assert not client_ids, "client ids are checked under the lock"
-        parts = [("ev", INSERT_EVENTS)]
-        if with_messages:
-            parts.append(("ms", INSERT_MESSAGES))
-        if calls:
-            parts.append(("tc", INSERT_CALLS))
-        if answers:
-            parts.append(("ta", ANSWER_CALLS))
-        if request:
-            parts.append(("rq", REQUEST_INSERT))
-        ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
-        return f"WITH {ctes} {HEAD_UPDATE}"
-    # Each insert's rows are joined to the head's one updated row: none, when
-    # the head was not updated. (Joined, the updated row is also what orders
-    # the head's UPDATE, and its lock, before every insert.)
-    new = (_NEW_REQUEST if request else "") + (_NEW_CLIENT_IDS if client_ids else "")
-    parts = [
-        (_GUARD, f"{HEAD_UPDATE} AND version = %(expected)s{new} RETURNING now() AS at"),
-        ("ev", f"{INSERT_EVENTS} CROSS JOIN {_GUARD}"),
-    ]
+    assert guarded or not client_ids, "client ids are checked under the lock"
+    parts = []
+    join = ""
+    if guarded:
+        # Each insert's rows are joined to the head's one updated row: none,
+        # when the head was not updated. (Joined, the updated row is also
+        # what orders the head's UPDATE, and its lock, before every insert.)
+        new = (_NEW_REQUEST if request else "") + (_NEW_CLIENT_IDS if client_ids else "")
+        parts.append(
+            (_GUARD, f"{HEAD_UPDATE} AND version = %(expected)s{new} RETURNING now() AS at")
+        )
+        join = f" CROSS JOIN {_GUARD}"
+    parts.append(("ev", f"{INSERT_EVENTS}{join}"))
     if with_messages:
-        parts.append(("ms", f"{INSERT_MESSAGES} CROSS JOIN {_GUARD}"))
+        parts.append(("ms", f"{INSERT_MESSAGES}{join}"))
     if calls:
-        parts.append(("tc", f"{INSERT_CALLS} CROSS JOIN {_GUARD}"))
+        parts.append(("tc", f"{INSERT_CALLS}{join}"))
     if answers:
-        parts.append(("ta", ANSWER_CALLS.replace(" WHERE ", f", {_GUARD} WHERE ", 1)))
+        answer = (
+            ANSWER_CALLS.replace(" WHERE ", f", {_GUARD} WHERE ", 1) if guarded else ANSWER_CALLS
+        )
+        parts.append(("ta", answer))
     if request:
-        parts.append(("rq", _REQUEST_AFTER_HEAD))
+        parts.append(("rq", _REQUEST_AFTER_HEAD if guarded else REQUEST_INSERT))
     ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
-    return f"WITH {ctes} SELECT at FROM {_GUARD}"
+    return f"WITH {ctes} SELECT at FROM {_GUARD}" if guarded else f"WITH {ctes} {HEAD_UPDATE}"
 
 
 # --- the other projection steps -----------------------------------------------------------

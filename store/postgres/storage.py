@@ -466,9 +466,10 @@ class _OptimisticSession:
     """An append decided on what the storage remembers of the conversation
     (`_Remembered`), sent as one statement in autocommit: the append guarded
     by the remembered version (`sql.append_cte(guarded=True)`), which locks
-    the row as it updates it. Whatever the decision asks that memory cannot answer raises
-    `StaleHead` before anything is sent; a row found at another version
-    means nothing was written (the guard), and raises it after."""
+    the row as it updates it. Whatever the decision asks that memory cannot
+    answer raises `StaleHead` before anything is sent; a row found at
+    another version means nothing was written (the guard), and raises it
+    after."""
 
     remembered = True
 
