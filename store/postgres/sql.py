@@ -655,47 +655,85 @@ REQUEST = (
 # Rows travel as one JSON array per table (`json_to_recordset`): a handful
 # of parameters whatever the append holds, and JSON is what Python encodes
 # fastest (a dozen typed arrays cost more to adapt than the rest of an append).
-_EVENT_ROWS = "json_to_recordset(%(events)s::json) AS x(version bigint, type text, data json)"
-_MESSAGE_ROWS = (
-    "json_to_recordset(%(messages)s::json) AS x(seq bigint, event_version bigint,"
-    " role_ordinal bigint, batch int, token_estimate int, is_error bool, sort_key numeric,"
-    " role text, agent_id text, kind text, tool_call_id text, client_message_id text)"
+# A guarded append's rows also name their conversation (`cid`): it writes
+# any number of conversations in one statement (`store.postgres.group_commit`).
+_EVENT_COLUMNS = "version bigint, type text, data json"
+_MESSAGE_COLUMNS = (
+    "seq bigint, event_version bigint, role_ordinal bigint, batch int, token_estimate int,"
+    " is_error bool, sort_key numeric, role text, agent_id text, kind text, tool_call_id text,"
+    " client_message_id text"
 )
-_CALL_ROWS = (
-    "json_to_recordset(%(calls)s::json) AS x(call_id text, agent_id text, tool_name text,"
-    " assistant_seq bigint, result_seq bigint, is_error bool)"
+_CALL_COLUMNS = (
+    "call_id text, agent_id text, tool_name text, assistant_seq bigint, result_seq bigint,"
+    " is_error bool"
 )
-_ANSWER_ROWS = (
-    "json_to_recordset(%(answers)s::json) AS x(call_id text, result_seq bigint, is_error bool)"
-)
-
-INSERT_EVENTS = (
-    "INSERT INTO events (conversation_id, version, type, data)"
-    f" SELECT %(cid)s, x.version, x.type, x.data FROM {_EVENT_ROWS}"
-)
-
-INSERT_MESSAGES = (
-    "INSERT INTO messages (conversation_id, seq, event_version, role_ordinal, batch,"
-    " token_estimate, is_error, sort_key, role, agent_id, kind, tool_call_id, client_message_id)"
-    " SELECT %(cid)s, x.seq, x.event_version, x.role_ordinal, x.batch, x.token_estimate,"
-    " x.is_error, x.sort_key, x.role, x.agent_id, x.kind, x.tool_call_id, x.client_message_id"
-    f" FROM {_MESSAGE_ROWS}"
+_ANSWER_COLUMNS = "call_id text, result_seq bigint, is_error bool"
+_REQUEST_COLUMNS = "key text, hash text, first bigint, last bigint"
+_HEAD_COLUMNS = (
+    "cid uuid, expected bigint, version bigint, next_seq bigint, current_batch int,"
+    " role_counts bigint[], key text, client_ids text[]"
 )
 
-INSERT_CALLS = (
-    "INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
-    " result_seq, is_error, status)"
-    " SELECT %(cid)s, x.call_id, x.agent_id, x.tool_name, x.assistant_seq, x.result_seq,"
-    " coalesce(x.is_error, false),"
-    " CASE WHEN x.result_seq IS NULL THEN 'pending' ELSE 'complete' END"
-    f" FROM {_CALL_ROWS}"
-)
 
-ANSWER_CALLS = (
-    "UPDATE tool_calls AS t SET result_seq = x.result_seq, status = 'complete',"
-    f" is_error = x.is_error FROM {_ANSWER_ROWS}"
-    " WHERE t.conversation_id = %(cid)s AND t.call_id = x.call_id"
-)
+# The head's update in a guarded append (below): the rows written are joined to it.
+_GUARD = "hd"
+
+
+def _rows(param: str, columns: str, *, guarded: bool) -> str:
+    """The rows of JSON parameter `param` as a relation `x`; a guarded
+    append's only where its conversation's head was updated (`hd`)."""
+    if not guarded:
+        return f"json_to_recordset(%({param})s::json) AS x({columns})"
+    return (
+        f"json_to_recordset(%({param})s::json) AS x(cid uuid, {columns})"
+        f" JOIN {_GUARD} ON {_GUARD}.id = x.cid"
+    )
+
+
+def _insert_events(*, guarded: bool) -> str:
+    cid = "x.cid" if guarded else "%(cid)s"
+    return (
+        "INSERT INTO events (conversation_id, version, type, data)"
+        f" SELECT {cid}, x.version, x.type, x.data"
+        f" FROM {_rows('events', _EVENT_COLUMNS, guarded=guarded)}"
+    )
+
+
+def _insert_messages(*, guarded: bool) -> str:
+    cid = "x.cid" if guarded else "%(cid)s"
+    return (
+        "INSERT INTO messages (conversation_id, seq, event_version, role_ordinal, batch,"
+        " token_estimate, is_error, sort_key, role, agent_id, kind, tool_call_id,"
+        f" client_message_id) SELECT {cid}, x.seq, x.event_version, x.role_ordinal, x.batch,"
+        " x.token_estimate, x.is_error, x.sort_key, x.role, x.agent_id, x.kind, x.tool_call_id,"
+        f" x.client_message_id FROM {_rows('messages', _MESSAGE_COLUMNS, guarded=guarded)}"
+    )
+
+
+def _insert_calls(*, guarded: bool) -> str:
+    cid = "x.cid" if guarded else "%(cid)s"
+    return (
+        "INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
+        f" result_seq, is_error, status) SELECT {cid}, x.call_id, x.agent_id, x.tool_name,"
+        " x.assistant_seq, x.result_seq, coalesce(x.is_error, false),"
+        " CASE WHEN x.result_seq IS NULL THEN 'pending' ELSE 'complete' END"
+        f" FROM {_rows('calls', _CALL_COLUMNS, guarded=guarded)}"
+    )
+
+
+def _answer_calls(*, guarded: bool) -> str:
+    cid = "x.cid" if guarded else "%(cid)s"
+    return (
+        "UPDATE tool_calls AS t SET result_seq = x.result_seq, status = 'complete',"
+        f" is_error = x.is_error FROM {_rows('answers', _ANSWER_COLUMNS, guarded=guarded)}"
+        f" WHERE t.conversation_id = {cid} AND t.call_id = x.call_id"
+    )
+
+
+INSERT_EVENTS = _insert_events(guarded=False)
+INSERT_MESSAGES = _insert_messages(guarded=False)
+INSERT_CALLS = _insert_calls(guarded=False)
+ANSWER_CALLS = _answer_calls(guarded=False)
 
 # An append never moves an agent's window, so HEAD_UPDATE (the hot path)
 # leaves `agent_batches` alone; a batch operation, a fork or a rebuild sets it.
@@ -719,36 +757,45 @@ REQUEST_INSERT = (
 )
 
 
-# An optimistic append (docs/storage.md, "Appends in one round trip") is
-# decided on the row as its writer remembers it, and sent as this one
-# statement, in autocommit: the head's UPDATE comes first (`hd`) and every
-# other part writes only the rows it is joined to. The UPDATE locks the row
-# (waiting, as a lock would, for a write in progress) and, in READ
-# COMMITTED, checks `version = %(expected)s` again on the row as the write
-# it waited for left it: no row found at that version, no row updated,
-# nothing written, and the statement answers no row. (It used to be sent
-# after a `SELECT … FOR UPDATE` of its own, between BEGIN and COMMIT: four
-# statements where one does, and the lock a WAL record of its own.)
-_GUARD = "hd"
-
-
-# An optimistic append with an idempotency key, or with client message ids,
-# was decided as a first attempt: it is written only if it is one (no
-# request of that key, no message of those ids). A retry writes nothing,
-# and is answered the way that reads the row first, which finds what the
-# first attempt stored.
+# Optimistic appends (docs/storage.md, "Appends in one round trip") are
+# decided on the row as their writer remembers it, and sent as one
+# statement in autocommit — the appends to any number of conversations
+# together (`store.postgres.group_commit`). Its first part (`lk`) locks the
+# heads' rows that are free, skipping any another transaction holds (that
+# conversation's append is decided again the way that waits for the lock,
+# and does not hold up the others; nor can two such statements deadlock).
+# `hd` updates each locked head still at the version its append was decided
+# on (`expected`; in READ COMMITTED checked on the row as it is now) and,
+# with an idempotency key or client message ids, only if none was used
+# before; every other part writes only the rows of the heads it updated
+# (joined to `hd`, which also orders the heads' updates before every insert).
+# The statement answers the conversations written and the transaction's
+# time; an append whose conversation is not among them wrote nothing.
+_HEADS = f"json_to_recordset(%(heads)s::json) AS h({_HEAD_COLUMNS})"
+_LOCK_HEADS = (
+    "SELECT id FROM conversations WHERE id IN"
+    " (SELECT cid FROM json_to_recordset(%(heads)s::json) AS h(cid uuid))"
+    " FOR NO KEY UPDATE SKIP LOCKED"
+)
 _NEW_REQUEST = (
-    " AND NOT EXISTS (SELECT 1 FROM append_requests"
-    " WHERE conversation_id = %(cid)s AND idempotency_key = %(key)s)"
+    " AND (h.key IS NULL OR NOT EXISTS (SELECT 1 FROM append_requests AS r"
+    " WHERE r.conversation_id = h.cid AND r.idempotency_key = h.key))"
 )
 _NEW_CLIENT_IDS = (
-    " AND NOT EXISTS (SELECT 1 FROM messages"
-    " WHERE conversation_id = %(cid)s AND client_message_id = ANY(%(client_ids)s))"
+    " AND (h.client_ids IS NULL OR NOT EXISTS (SELECT 1 FROM messages AS m"
+    " WHERE m.conversation_id = h.cid AND m.client_message_id = ANY(h.client_ids)))"
 )
-_REQUEST_AFTER_HEAD = (
+_GUARDED_HEAD_UPDATE = (
+    "UPDATE conversations AS c SET version = h.version, next_seq = h.next_seq,"
+    " current_batch = h.current_batch, role_counts = h.role_counts, updated_at = now()"
+    f" FROM {_HEADS} WHERE c.id = h.cid AND c.id IN (SELECT id FROM lk)"
+    " AND c.version = h.expected"
+)
+_REQUESTS_AFTER_HEADS = (
     "INSERT INTO append_requests"
     " (conversation_id, idempotency_key, request_hash, first_version, last_version)"
-    f" SELECT %(cid)s, %(key)s, %(hash)s, %(first)s, %(last)s FROM {_GUARD}"
+    f" SELECT x.cid, x.key, x.hash, x.first, x.last"
+    f" FROM {_rows('requests', _REQUEST_COLUMNS, guarded=True)}"
 )
 
 
@@ -773,38 +820,29 @@ def append_cte(
     see each other's rows, which is why a call answered in the same append
     is inserted answered (`store.projections.projector.AppendMessages`).
 
-    `guarded`: written only while the stream is at version `%(expected)s`
-    (an optimistic append, sent alone in autocommit), and, with `request`
-    or `client_ids`, only if no earlier append used its idempotency key or
-    any of its client ids: the statement answers the transaction's time, or
-    no row (and writes nothing).
+    `guarded`: the optimistic appends of any number of conversations
+    (above), each row naming its conversation; `request` and `client_ids`
+    say whether any of them has an idempotency key or client ids.
     """
     assert guarded or not client_ids, "client ids are checked under the lock"
     parts = []
-    join = ""
     if guarded:
-        # Each insert's rows are joined to the head's one updated row: none,
-        # when the head was not updated. (Joined, the updated row is also
-        # what orders the head's UPDATE, and its lock, before every insert.)
         new = (_NEW_REQUEST if request else "") + (_NEW_CLIENT_IDS if client_ids else "")
-        parts.append(
-            (_GUARD, f"{HEAD_UPDATE} AND version = %(expected)s{new} RETURNING now() AS at")
-        )
-        join = f" CROSS JOIN {_GUARD}"
-    parts.append(("ev", f"{INSERT_EVENTS}{join}"))
+        parts.append(("lk", _LOCK_HEADS))
+        parts.append((_GUARD, f"{_GUARDED_HEAD_UPDATE}{new} RETURNING c.id, now() AS at"))
+    parts.append(("ev", _insert_events(guarded=guarded)))
     if with_messages:
-        parts.append(("ms", f"{INSERT_MESSAGES}{join}"))
+        parts.append(("ms", _insert_messages(guarded=guarded)))
     if calls:
-        parts.append(("tc", f"{INSERT_CALLS}{join}"))
+        parts.append(("tc", _insert_calls(guarded=guarded)))
     if answers:
-        answer = (
-            ANSWER_CALLS.replace(" WHERE ", f", {_GUARD} WHERE ", 1) if guarded else ANSWER_CALLS
-        )
-        parts.append(("ta", answer))
+        parts.append(("ta", _answer_calls(guarded=guarded)))
     if request:
-        parts.append(("rq", _REQUEST_AFTER_HEAD if guarded else REQUEST_INSERT))
+        parts.append(("rq", _REQUESTS_AFTER_HEADS if guarded else REQUEST_INSERT))
     ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
-    return f"WITH {ctes} SELECT at FROM {_GUARD}" if guarded else f"WITH {ctes} {HEAD_UPDATE}"
+    if guarded:
+        return f"WITH {ctes} SELECT id, at FROM {_GUARD}"
+    return f"WITH {ctes} {HEAD_UPDATE}"
 
 
 # --- the other projection steps -----------------------------------------------------------

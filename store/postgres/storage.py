@@ -89,6 +89,7 @@ from store.messages import ROLES, Role, StoredMessage
 from store.postgres import feed, search, sql
 from store.postgres.driver_errors import translate
 from store.postgres.feed_signal import FeedSignal
+from store.postgres.group_commit import WRITERS, GroupCommit, GuardedAppend, rows_json
 from store.postgres.urls import libpq_url
 from store.projections.projector import (
     AppendMessages,
@@ -219,14 +220,9 @@ async def _rollback(conn: AsyncConnection[Any], error: BaseException) -> None:
 # --- writing --------------------------------------------------------------------
 
 
-def _rows_json(rows: list[dict[str, Any]]) -> str:
-    # Decimal sort keys go as strings: PostgreSQL reads them into numeric exactly.
-    return orjson.dumps(rows, default=str).decode()
-
-
 def _events_params(write: Write) -> dict[str, Any]:
     return {
-        "events": _rows_json(
+        "events": rows_json(
             [{"version": e.version, "type": e.type, "data": e.data} for e in write.events]
         )
     }
@@ -234,9 +230,9 @@ def _events_params(write: Write) -> dict[str, Any]:
 
 def _append_params(step: AppendMessages) -> dict[str, Any]:
     return {
-        "messages": _rows_json([r.__dict__ for r in step.messages]),
-        "calls": _rows_json([c.__dict__ for c in step.calls]),
-        "answers": _rows_json([a.__dict__ for a in step.answered]),
+        "messages": rows_json([r.__dict__ for r in step.messages]),
+        "calls": rows_json([c.__dict__ for c in step.calls]),
+        "answers": rows_json([a.__dict__ for a in step.answered]),
     }
 
 
@@ -339,52 +335,48 @@ def _step_statements(cid: uuid.UUID, step: Step) -> list[tuple[str, dict[str, An
             return [(sql.COPY_FORKED, params)]
 
 
-def _write_statements(
-    cid: uuid.UUID, write: Write, *, expected: int | None = None
-) -> list[tuple[str, dict[str, Any]]]:
-    """A write as statements: one, for appended messages (the hot path).
+def _request_row(write: Write) -> dict[str, Any]:
+    """The remembered request's columns (`sql.REQUEST_INSERT`), if any."""
+    if write.request is None:
+        return {}
+    key, stored = write.request
+    return {
+        "key": key,
+        "hash": stored.request_hash,
+        "first": stored.first_version,
+        "last": stored.last_version,
+    }
 
-    `expected`: an optimistic append's, written only while the stream is at
-    that version (`sql.append_cte(guarded=True)`)."""
+
+def _only_messages(write: Write) -> AppendMessages | None:
+    """The append step of a write of appended messages (None: no message)."""
+    steps = write.changes.steps
+    assert len(steps) <= 1, "one append step at most"
+    step = steps[0] if steps else None
+    assert step is None or isinstance(step, AppendMessages)
+    return step
+
+
+def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str, Any]]]:
+    """A write under the stream's lock as statements: one, for appended
+    messages (the hot path)."""
     changes = write.changes
     version = write.version or write.events[-1].version
     head = _head_params(cid, version, changes.head)
-    request: dict[str, Any] = {}
-    if write.request is not None:
-        key, stored = write.request
-        request = {
-            "key": key,
-            "hash": stored.request_hash,
-            "first": stored.first_version,
-            "last": stored.last_version,
-        }
+    request = _request_row(write)
     steps = changes.steps
     if all(isinstance(s, AppendMessages) for s in steps) and len(steps) <= 1:
-        step = steps[0] if steps else None
-        assert step is None or isinstance(step, AppendMessages)
-        # An optimistic append checks its client ids are new as it writes.
-        client_ids = (
-            [r.client_message_id for r in step.messages if r.client_message_id is not None]
-            if step is not None and expected is not None
-            else []
-        )
+        appended = _only_messages(write)
         statement = sql.append_cte(
-            with_messages=step is not None,
-            calls=bool(step and step.calls),
-            answers=bool(step and step.answered),
+            with_messages=appended is not None,
+            calls=bool(appended and appended.calls),
+            answers=bool(appended and appended.answered),
             request=bool(request),
-            guarded=expected is not None,
-            client_ids=bool(client_ids),
         )
         params = {**head, **_events_params(write), **request}
-        if step is not None:
-            params.update(_append_params(step))
-        if expected is not None:
-            params["expected"] = expected
-        if client_ids:
-            params["client_ids"] = client_ids
+        if appended is not None:
+            params.update(_append_params(appended))
         return [(statement, params)]
-    assert expected is None, "only an append of messages is written optimistically"
     statements = [(sql.INSERT_EVENTS, {"cid": cid, **_events_params(write)})]
     for step in steps:
         statements += _step_statements(cid, step)
@@ -393,6 +385,37 @@ def _write_statements(
     if request:
         statements.append((sql.REQUEST_INSERT, {"cid": cid, **request}))
     return statements
+
+
+def _guarded_append(cid: uuid.UUID, write: Write, *, expected: int) -> GuardedAppend:
+    """An optimistic append of messages, written only while the stream is
+    at version `expected` (and, with an idempotency key or client ids, only
+    if they are new): `sql.append_cte(guarded=True)`."""
+    step = _only_messages(write)
+    head = write.changes.head
+    request = _request_row(write)
+    client_ids = [] if step is None else [r.client_message_id for r in step.messages]
+    client_ids = [i for i in client_ids if i is not None]
+    return GuardedAppend(
+        conversation_id=cid,
+        head={
+            "cid": cid,
+            "expected": expected,
+            "version": write.version or write.events[-1].version,
+            "next_seq": head.next_seq,
+            "current_batch": head.current_batch,
+            "role_counts": [head.role_counts[role] for role in ROLES],
+            "key": request.get("key"),
+            "client_ids": client_ids or None,
+        },
+        events=[
+            {"cid": cid, "version": e.version, "type": e.type, "data": e.data} for e in write.events
+        ],
+        messages=[] if step is None else [{**r.__dict__, "cid": cid} for r in step.messages],
+        calls=[] if step is None else [{**c.__dict__, "cid": cid} for c in step.calls],
+        answers=[] if step is None else [{**a.__dict__, "cid": cid} for a in step.answered],
+        request={**request, "cid": cid} if request else None,
+    )
 
 
 def _is_append(write: Write) -> bool:
@@ -473,8 +496,8 @@ class _OptimisticSession:
 
     remembered = True
 
-    def __init__(self, conn: AsyncConnection[Any], cid: uuid.UUID, memory: _Remembered) -> None:
-        self.conn = conn
+    def __init__(self, group: GroupCommit, cid: uuid.UUID, memory: _Remembered) -> None:
+        self.group = group
         self.conversation_id = cid
         self.memory = memory
         self.written: Write | None = None
@@ -503,17 +526,12 @@ class _OptimisticSession:
         return {i: CallState(agent_id=pending[i], answered=False) for i in call_ids if i in pending}
 
     async def write(self, write: Write) -> datetime:
-        (statement, params), *rest = _write_statements(
-            self.conversation_id, write, expected=self.memory.version
-        )
-        assert not rest
-        # Autocommit: the statement is its own transaction.
-        row = await (await self.conn.execute(statement, params)).fetchone()
-        if row is None:  # another write came between: nothing was written
+        append = _guarded_append(self.conversation_id, write, expected=self.memory.version)
+        recorded_at = await self.group.write(append)
+        if recorded_at is None:  # another write came between: nothing was written
             self.moved = True
             raise StaleHead()
         self.written = write
-        recorded_at: datetime = row[0]
         return recorded_at
 
     # An idempotency key or client ids are taken to be new: the write is
@@ -793,9 +811,12 @@ class _RebuildSession:
 class PostgresStorage:
     """The storage port on PostgreSQL. Open it with `connect`, close it with `close`."""
 
-    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[AsyncConnection[Any]], *, writers: int = WRITERS
+    ) -> None:
         self.pool = pool
         self._feed_signal = FeedSignal(pool)
+        self._group_commit = GroupCommit(pool, writers=writers)
         # Conversations this storage appended to, most recent last.
         self._remembered: OrderedDict[uuid.UUID, _Remembered] = OrderedDict()
 
@@ -808,11 +829,14 @@ class PostgresStorage:
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 5.0,  # noqa: ASYNC109 - the pool's wait, not this call's
+        writers: int = WRITERS,
     ) -> PostgresStorage:
         """A storage with its own connection pool on the database at `url`.
 
         `timeout` is how long a caller waits for a free connection before
-        `StorageUnavailable`; `max_size` bounds the connections it opens.
+        `StorageUnavailable`; `max_size` bounds the connections it opens;
+        `writers` how many statements of optimistic appends are in flight
+        at once (`store.postgres.group_commit`).
         """
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             libpq_url(url),
@@ -829,9 +853,10 @@ class PostgresStorage:
             await pool.close()
             _raise_ours(error, None)
             raise
-        return cls(pool)
+        return cls(pool, writers=writers)
 
     async def close(self) -> None:
+        await self._group_commit.close()
         await self._feed_signal.close()
         await self.pool.close()
 
@@ -877,19 +902,31 @@ class PostgresStorage:
         remembered = self._remembered.pop(conversation_id, None)
         session: _WriteSession | _OptimisticSession | None = None
         try:
-            async with self.pool.connection() as conn:
+            if (
+                optimistic
+                and create is None
+                and remembered is not None
+                and remembered.strikes < MAX_STRIKES
+                and remembered.answers(tenant, lookups)
+            ):
+                # One statement, sent by its write (with whatever other
+                # conversations' appends wait then), or nothing at all.
+                session = _OptimisticSession(self._group_commit, conversation_id, remembered)
                 try:
-                    if (
-                        optimistic
-                        and create is None
-                        and remembered is not None
-                        and remembered.strikes < MAX_STRIKES
-                        and remembered.answers(tenant, lookups)
-                    ):
-                        # One round trip, sent by its write (or nothing at all).
-                        session = _OptimisticSession(conn, conversation_id, remembered)
-                        yield session
-                    else:
+                    yield session
+                except BaseException as error:
+                    if session.moved:
+                        # Kept for the retry under the lock, which finds the
+                        # row past it and counts the strike.
+                        self._remembered[conversation_id] = session.memory
+                    if isinstance(error, psycopg.errors.UniqueViolation):
+                        # A new call's id was in use after all: decide
+                        # again under the lock, which says so properly.
+                        raise StaleHead() from error
+                    raise
+            else:
+                async with self.pool.connection() as conn:
+                    try:
                         async with conn.pipeline() as pipeline:
                             session = _WriteSession(conn, pipeline, conversation_id)
                             await session.open(tenant, create, lookups)
@@ -897,19 +934,9 @@ class PostgresStorage:
                             # Sent with the write's statements: leaving the
                             # pipeline syncs once and raises what failed.
                             await conn.execute("COMMIT")
-                except BaseException as error:
-                    await _rollback(conn, error)
-                    if isinstance(session, _OptimisticSession) and session.moved:
-                        # Kept for the retry under the lock, which finds the
-                        # row past it and counts the strike.
-                        self._remembered[conversation_id] = session.memory
-                    if isinstance(session, _OptimisticSession) and isinstance(
-                        error, psycopg.errors.UniqueViolation
-                    ):
-                        # A new call's id was in use after all: decide
-                        # again under the lock, which says so properly.
-                        raise StaleHead() from error
-                    raise
+                    except BaseException as error:
+                        await _rollback(conn, error)
+                        raise
         except Exception as error:
             _raise_ours(error, conversation_id)
             raise

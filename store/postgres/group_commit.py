@@ -1,0 +1,242 @@
+"""Optimistic appends to different conversations, written together.
+
+An append decided on what the storage remembers of its conversation (an
+optimistic append: docs/storage.md, "Appends in one round trip") is one
+statement in autocommit. Most of what that statement costs the server and
+the driver is per statement and per transaction — parse-free execution of
+a plan of seven parts, a commit, a WAL flush, a network exchange — not per
+row. So when appends to several conversations are ready at once, they go
+out as one statement (`sql.append_cte(guarded=True)` takes any number of
+conversations, each row naming its own), one commit for all: with 32
+writers on 2 cores this is what lets throughput grow with the writers
+instead of stalling at the server's per-statement cost (docs/storage.md,
+"Writers together").
+
+Nothing waits that would not have waited anyway. An append that finds
+fewer than `writers` statements in flight goes out at once, alone; only
+appends that arrive while every slot is busy are gathered, and go out in
+the next statement. Each append still commits or fails by its own guard:
+
+- a conversation whose row had moved on (another write came between) or
+  is locked by another transaction (its lock is skipped, never waited for:
+  one busy conversation does not hold up the rest, and two such statements
+  cannot deadlock) is simply not written, and its append is decided again
+  the way that takes the lock (`StaleHead`);
+- a statement the server refused (a constraint, say: a client id another
+  process used) wrote nothing, so each of its appends is sent again alone,
+  and only the one at fault fails;
+- a statement whose outcome is unknown (the connection lost) fails every
+  append in it, as it would have failed each alone.
+
+At most one append per conversation is in flight at a time: a second one
+waits for the statement carrying the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from store.postgres import sql
+
+# Statements in flight at once. Two keep both sides busy — the server
+# executing one while this process builds the next and reads the last's
+# answer; more only split the same appends into smaller statements.
+WRITERS = 2
+# Appends in one statement, at most: its rows are held in memory twice
+# (the parameters, the server's plan), and a failure sends each again alone.
+MOST = 128
+
+
+def rows_json(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows for `json_to_recordset`. Decimal sort keys go as strings:
+    PostgreSQL reads them into numeric exactly; ids as orjson writes them."""
+    return orjson.dumps(rows, default=str).decode()
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class GuardedAppend:
+    """One optimistic append as the guarded statement takes it: its head's
+    row (`sql._HEAD_COLUMNS`: the version it was decided on, the new head,
+    its idempotency key and client ids if any) and the rows of each table,
+    each naming the conversation (`cid`)."""
+
+    conversation_id: uuid.UUID
+    head: dict[str, Any]
+    events: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+    answers: list[dict[str, Any]]
+    request: dict[str, Any] | None
+
+
+def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
+    """The one statement that writes `appends` (different conversations)."""
+    heads, events, messages, calls, answers, requests = [], [], [], [], [], []
+    for append in appends:
+        heads.append(append.head)
+        events += append.events
+        messages += append.messages
+        calls += append.calls
+        answers += append.answers
+        if append.request is not None:
+            requests.append(append.request)
+    text = sql.append_cte(
+        with_messages=bool(messages),
+        calls=bool(calls),
+        answers=bool(answers),
+        request=bool(requests),
+        guarded=True,
+        client_ids=any(head["client_ids"] for head in heads),
+    )
+    params = {"heads": rows_json(heads), "events": rows_json(events)}
+    for name, rows in (
+        ("messages", messages),
+        ("calls", calls),
+        ("answers", answers),
+        ("requests", requests),
+    ):
+        if rows:
+            params[name] = rows_json(rows)
+    return text, params
+
+
+def _nothing_written(error: BaseException) -> bool:
+    """Did the server refuse the statement? Then, in autocommit, it wrote
+    nothing. (No SQLSTATE, or a connection's: the outcome is unknown.)"""
+    return (
+        isinstance(error, psycopg.Error)
+        and error.sqlstate is not None
+        and not error.sqlstate.startswith("08")
+    )
+
+
+_Waiting = tuple[GuardedAppend, "asyncio.Future[datetime | None]"]
+
+
+class GroupCommit:
+    """Writes optimistic appends, those waiting together (module docstring)."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[AsyncConnection[Any]],
+        *,
+        writers: int = WRITERS,
+        most: int = MOST,
+    ) -> None:
+        self._pool = pool
+        self._writers = writers
+        self._most = most
+        self._waiting: list[_Waiting] = []
+        self._in_flight: set[uuid.UUID] = set()  # conversations being written
+        self._sending = 0  # statements in flight
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def write(self, append: GuardedAppend) -> datetime | None:
+        """Write `append`: its transaction's time, or None when its
+        conversation had moved on or was locked (nothing written).
+
+        Cancelled while it waits, it is not sent; cancelled once sent, it
+        may still be written (as a cancelled statement may commit)."""
+        cid = append.conversation_id
+        if self._sending < self._writers and not self._waiting and cid not in self._in_flight:
+            # A free slot and nobody waiting: sent at once, from this task
+            # (what a lone writer does every time; no task, no future).
+            self._sending += 1
+            self._in_flight.add(cid)
+            try:
+                return (await self._execute([append])).get(cid)
+            finally:
+                self._in_flight.discard(cid)
+                self._sending -= 1
+                self._send_waiting()
+        future: asyncio.Future[datetime | None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((append, future))
+        self._send_waiting()
+        return await future
+
+    async def close(self) -> None:
+        """Wait for the statements in flight (before the pool closes)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _send_waiting(self) -> None:
+        while self._sending < self._writers:
+            group = self._take()
+            if not group:
+                return
+            self._sending += 1
+            task = asyncio.create_task(self._write_group(group))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _take(self) -> list[_Waiting]:
+        """The next statement's appends: those waiting, oldest first, one
+        per conversation, none of a conversation in flight."""
+        group: list[_Waiting] = []
+        left: list[_Waiting] = []
+        taken: set[uuid.UUID] = set()
+        for waiting in self._waiting:
+            append, future = waiting
+            if future.done():  # its writer was cancelled: not sent
+                continue
+            cid = append.conversation_id
+            if cid in self._in_flight or cid in taken or len(group) >= self._most:
+                left.append(waiting)
+            else:
+                group.append(waiting)
+                taken.add(cid)
+        self._waiting = left
+        self._in_flight |= taken
+        return group
+
+    async def _write_group(self, group: list[_Waiting]) -> None:
+        try:
+            await self._send(group)
+        finally:
+            self._in_flight.difference_update(append.conversation_id for append, _ in group)
+            self._sending -= 1
+            self._send_waiting()
+
+    async def _send(self, group: list[_Waiting]) -> None:
+        try:
+            written = await self._execute([append for append, _ in group])
+        except Exception as error:
+            if len(group) > 1 and _nothing_written(error):
+                for waiting in group:
+                    await self._send([waiting])
+                return
+            for _, future in group:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        except BaseException:
+            for _, future in group:
+                future.cancel()
+            raise
+        for append, future in group:
+            if not future.done():
+                future.set_result(written.get(append.conversation_id))
+
+    async def _execute(self, appends: list[GuardedAppend]) -> dict[uuid.UUID, datetime]:
+        text, params = statement(appends)
+        async with self._pool.connection() as conn:
+            try:
+                cursor = await conn.execute(text, params)
+                rows = await cursor.fetchall()
+            except psycopg.Error:
+                # Closed, so the pool replaces it: after an error psycopg's
+                # record of what this connection prepared may not match the
+                # server's (`store.postgres.storage._rollback`).
+                await conn.close()
+                raise
+        return {row[0]: row[1] for row in rows}
