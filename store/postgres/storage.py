@@ -13,10 +13,12 @@ Round trips are the cost to watch: a single append is two at most.
 
 An append to a conversation this storage appended to last (`_Remembered`)
 is one: decided on the row as that append left it, it goes out as one
-statement in autocommit, the write guarded by the remembered version,
-which locks the row as it updates it (`_OptimisticSession`; docs/storage.md,
-"Appends in one round trip"). Had another write come between, the guard
-writes nothing and the append is decided again, the two-round-trip way.
+statement in autocommit, the write guarded by the remembered version
+(`_OptimisticSession`; docs/storage.md, "Appends in one round trip"), with
+the appends to other conversations that wait at the same time
+(`store.postgres.group_commit`). Had another write come between, or were
+the row locked, the guard writes nothing and the append is decided again,
+the two-round-trip way.
 
 Why pipeline mode and a CTE rather than a server-side function: the
 decisions (`store.commands`) and the projector stay in Python, shared with

@@ -133,11 +133,12 @@ async def test_two_processes_appending_to_one_conversation_lose_nothing(
 async def test_a_write_committed_while_the_append_waited_for_the_row_is_seen(
     repository: Repository, other: Repository, database_url: str
 ) -> None:
-    """The optimistic append is one statement whose UPDATE takes the row's
-    lock: while another process's append holds it, the statement waits,
-    then finds the row moved on, writes nothing, and is decided again after
-    that append, not over it. (Not by tripping over the events' primary key
-    either, which would fail the statement and cost its connection.)"""
+    """The optimistic append is one statement that skips a row another
+    transaction holds: while another process's append holds it, the
+    statement writes nothing, and the append is decided again the way that
+    waits for the lock, after that append, not over it. (Not by tripping
+    over the events' primary key either, which would fail the statement
+    and cost its connection.)"""
     storage = repository.storage
     assert isinstance(storage, PostgresStorage)
     cid = (await repository.create_conversation()).id
@@ -169,7 +170,7 @@ async def test_a_write_committed_while_the_append_waited_for_the_row_is_seen(
         theirs = asyncio.create_task(other.append_messages(cid, [user("two")], idempotency_key="k"))
         await until_waiting(1)
         mine = asyncio.create_task(repository.append_messages(cid, [user("three")]))
-        await until_waiting(2)  # ours waits for the row
+        await until_waiting(2)  # ours waits for the row, decided again under its lock
         spoiled = storage.pool.get_stats().get("returns_bad", 0)
         await blocker.rollback()
         their_append, my_append = await asyncio.gather(theirs, mine)
