@@ -521,10 +521,17 @@ def _cpu_note(cpu: dict[str, dict[str, float]]) -> str:
     store, raw = cpu["store"]["machine"], cpu["raw"]["machine"]
     if not raw or not store:
         return ""
+    spent = (
+        f"{store:.2f} ms of CPU per append, client and server, against raw's {raw:.2f}"
+        f" ({cpu['store']['client_process']:.2f} of it in this Python process)"
+    )
+    if store > raw:
+        return f"CPU-bound: {spent}: on these cores the share cannot pass about {raw / store:.2f}"
+    # Appends that wait share a statement (docs/storage.md, "Writers
+    # together"): less CPU each than a raw INSERT, so what is left is waiting.
     return (
-        f"CPU-bound: {store:.2f} ms of CPU per append, client and server, against raw's"
-        f" {raw:.2f} ({cpu['store']['client_process']:.2f} of it in this Python process):"
-        f" on these cores the share cannot pass about {raw / store:.2f}"
+        f"{spent}: appends written together cost less CPU than raw's; the rest of the gap"
+        " is each statement's wait for its commit"
     )
 
 
