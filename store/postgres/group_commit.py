@@ -185,12 +185,19 @@ class GroupCommit:
         group: list[_Waiting] = []
         left: list[_Waiting] = []
         taken: set[uuid.UUID] = set()
+        # An even share of the appends waiting and in flight: the slots'
+        # statements stay about the same size, so the server executes one
+        # while this process answers and decides another's. (Taking all
+        # that wait, a slot freed by a small statement kept carrying small
+        # ones beside one of everybody else: the two sides took turns.)
+        share = -(-(len(self._waiting) + len(self._in_flight)) // self._writers)
+        most = min(self._most, max(1, share))
         for waiting in self._waiting:
             append, future = waiting
             if future.done():  # its writer was cancelled: not sent
                 continue
             cid = append.conversation_id
-            if cid in self._in_flight or cid in taken or len(group) >= self._most:
+            if cid in self._in_flight or cid in taken or len(group) >= most:
                 left.append(waiting)
             else:
                 group.append(waiting)
@@ -204,8 +211,15 @@ class GroupCommit:
             await self._send(group)
         finally:
             self._in_flight.difference_update(append.conversation_id for append, _ in group)
-            self._sending -= 1
-            self._send_waiting()
+            # The slot is freed after the writers this statement answered
+            # have run (their wake-ups were queued first): each typically
+            # appends again at once, and their appends then go out
+            # together, not the first alone and the rest behind it.
+            asyncio.get_running_loop().call_soon(self._free_slot)
+
+    def _free_slot(self) -> None:
+        self._sending -= 1
+        self._send_waiting()
 
     async def _send(self, group: list[_Waiting]) -> None:
         try:

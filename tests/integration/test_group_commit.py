@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import psycopg
 import pytest
 
+from store.conversation_keys import stream_id
 from store.errors import InvalidMessage
 from store.messages import Message, ToolCall
-from store.postgres import PostgresStorage
-from store.postgres.group_commit import WRITERS
+from store.postgres import PostgresStorage, group_commit
+from store.postgres.group_commit import WRITERS, GuardedAppend, statement
 from store.postgres.urls import libpq_url
 from store.repository import Repository
 
@@ -94,31 +96,49 @@ async def test_a_conversation_locked_elsewhere_does_not_hold_up_the_others(
     assert [m.text for m in await repository.read_messages(busy)] == ["first 0", "busy"]
 
 
-async def test_an_append_the_database_refuses_fails_alone(repository: Repository) -> None:
+async def test_an_append_the_database_refuses_fails_alone(
+    repository: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A tool call id used before is refused by the tool_calls key (the
     memory took it to be new): the statement it went out in wrote nothing,
     so the others in it go again alone and are written."""
     ids = await _remembered(repository, 6)
-    bad = ids[-1]
+    bad = ids[2]
     call = ToolCall(id="c1", name="ls")
     await repository.append_messages(bad, [Message(role="assistant", tool_calls=(call,))])
     await repository.append_messages(bad, [Message(role="tool", tool_call_id="c1", content="ok")])
     version = (await repository.get_conversation(bad)).version
+    statements: list[set[uuid.UUID]] = []
+
+    def recorded(appends: list[GuardedAppend]) -> tuple[str, dict[str, Any]]:
+        statements.append({a.conversation_id for a in appends})
+        return statement(appends)
+
+    monkeypatch.setattr(group_commit, "statement", recorded)
 
     # The first appends take the free statements; the rest, the bad one
-    # among them, wait and go out together.
+    # first among them, wait and go out together.
     results = await asyncio.gather(
-        *(repository.append_messages(cid, [user("more")]) for cid in ids[:-1]),
-        repository.append_messages(bad, [Message(role="assistant", tool_calls=(call,))]),
+        *(
+            repository.append_messages(
+                cid,
+                [Message(role="assistant", tool_calls=(call,))] if cid == bad else [user("more")],
+            )
+            for cid in ids
+        ),
         return_exceptions=True,
     )
 
-    assert [getattr(r, "version", None) for r in results[:-1]] == [3] * 5
-    assert isinstance(results[-1], InvalidMessage)
-    assert "c1" in str(results[-1])
+    bad_id = stream_id(repository.tenant, bad)
+    assert any(bad_id in sent and len(sent) > 1 for sent in statements)
+    error = results.pop(2)
+    assert isinstance(error, InvalidMessage)
+    assert "c1" in str(error)
+    assert [getattr(r, "version", None) for r in results] == [3] * 5
     assert (await repository.get_conversation(bad)).version == version
-    for cid in ids[:-1]:
-        assert [m.text for m in await repository.read_messages(cid)][-1] == "more"
+    for cid in ids:
+        if cid != bad:
+            assert [m.text for m in await repository.read_messages(cid)][-1] == "more"
 
 
 async def test_many_writers_of_many_conversations_lose_nothing(repository: Repository) -> None:
@@ -143,7 +163,6 @@ async def test_many_writers_of_many_conversations_lose_nothing(repository: Repos
 def test_every_append_in_a_statement_names_its_conversation() -> None:
     """The statement's rows carry their conversation: two appends with the
     same versions and sequence numbers write different conversations."""
-    from store.postgres.group_commit import GuardedAppend, statement
 
     def append(cid: uuid.UUID) -> GuardedAppend:
         head = {"cid": cid, "expected": 2, "version": 3, "next_seq": 3, "current_batch": 1}
