@@ -690,50 +690,50 @@ def _rows(param: str, columns: str, *, guarded: bool) -> str:
     )
 
 
-def _insert_events(*, guarded: bool) -> str:
-    cid = "x.cid" if guarded else "%(cid)s"
-    return (
+# What an append writes from each JSON parameter: `{cid}` is its
+# conversation (a parameter; a guarded append's rows name theirs), `{rows}`
+# the parameter's rows (`_rows`).
+_APPEND_WRITES = {
+    "events": (
         "INSERT INTO events (conversation_id, version, type, data)"
-        f" SELECT {cid}, x.version, x.type, x.data"
-        f" FROM {_rows('events', _EVENT_COLUMNS, guarded=guarded)}"
-    )
-
-
-def _insert_messages(*, guarded: bool) -> str:
-    cid = "x.cid" if guarded else "%(cid)s"
-    return (
+        " SELECT {cid}, x.version, x.type, x.data FROM {rows}",
+        _EVENT_COLUMNS,
+    ),
+    "messages": (
         "INSERT INTO messages (conversation_id, seq, event_version, role_ordinal, batch,"
         " token_estimate, is_error, sort_key, role, agent_id, kind, tool_call_id,"
-        f" client_message_id) SELECT {cid}, x.seq, x.event_version, x.role_ordinal, x.batch,"
+        " client_message_id) SELECT {cid}, x.seq, x.event_version, x.role_ordinal, x.batch,"
         " x.token_estimate, x.is_error, x.sort_key, x.role, x.agent_id, x.kind, x.tool_call_id,"
-        f" x.client_message_id FROM {_rows('messages', _MESSAGE_COLUMNS, guarded=guarded)}"
-    )
-
-
-def _insert_calls(*, guarded: bool) -> str:
-    cid = "x.cid" if guarded else "%(cid)s"
-    return (
+        " x.client_message_id FROM {rows}",
+        _MESSAGE_COLUMNS,
+    ),
+    "calls": (
         "INSERT INTO tool_calls (conversation_id, call_id, agent_id, tool_name, assistant_seq,"
-        f" result_seq, is_error, status) SELECT {cid}, x.call_id, x.agent_id, x.tool_name,"
+        " result_seq, is_error, status) SELECT {cid}, x.call_id, x.agent_id, x.tool_name,"
         " x.assistant_seq, x.result_seq, coalesce(x.is_error, false),"
-        " CASE WHEN x.result_seq IS NULL THEN 'pending' ELSE 'complete' END"
-        f" FROM {_rows('calls', _CALL_COLUMNS, guarded=guarded)}"
-    )
-
-
-def _answer_calls(*, guarded: bool) -> str:
-    cid = "x.cid" if guarded else "%(cid)s"
-    return (
+        " CASE WHEN x.result_seq IS NULL THEN 'pending' ELSE 'complete' END FROM {rows}",
+        _CALL_COLUMNS,
+    ),
+    "answers": (
         "UPDATE tool_calls AS t SET result_seq = x.result_seq, status = 'complete',"
-        f" is_error = x.is_error FROM {_rows('answers', _ANSWER_COLUMNS, guarded=guarded)}"
-        f" WHERE t.conversation_id = {cid} AND t.call_id = x.call_id"
+        " is_error = x.is_error FROM {rows}"
+        " WHERE t.conversation_id = {cid} AND t.call_id = x.call_id",
+        _ANSWER_COLUMNS,
+    ),
+}
+
+
+def _append_write(param: str, *, guarded: bool) -> str:
+    template, columns = _APPEND_WRITES[param]
+    return template.format(
+        cid="x.cid" if guarded else "%(cid)s", rows=_rows(param, columns, guarded=guarded)
     )
 
 
-INSERT_EVENTS = _insert_events(guarded=False)
-INSERT_MESSAGES = _insert_messages(guarded=False)
-INSERT_CALLS = _insert_calls(guarded=False)
-ANSWER_CALLS = _answer_calls(guarded=False)
+INSERT_EVENTS = _append_write("events", guarded=False)
+INSERT_MESSAGES = _append_write("messages", guarded=False)
+INSERT_CALLS = _append_write("calls", guarded=False)
+ANSWER_CALLS = _append_write("answers", guarded=False)
 
 # An append never moves an agent's window, so HEAD_UPDATE (the hot path)
 # leaves `agent_batches` alone; a batch operation, a fork or a rebuild sets it.
@@ -830,13 +830,13 @@ def append_cte(
         new = (_NEW_REQUEST if request else "") + (_NEW_CLIENT_IDS if client_ids else "")
         parts.append(("lk", _LOCK_HEADS))
         parts.append((_GUARD, f"{_GUARDED_HEAD_UPDATE}{new} RETURNING c.id, now() AS at"))
-    parts.append(("ev", _insert_events(guarded=guarded)))
+    parts.append(("ev", _append_write("events", guarded=guarded)))
     if with_messages:
-        parts.append(("ms", _insert_messages(guarded=guarded)))
+        parts.append(("ms", _append_write("messages", guarded=guarded)))
     if calls:
-        parts.append(("tc", _insert_calls(guarded=guarded)))
+        parts.append(("tc", _append_write("calls", guarded=guarded)))
     if answers:
-        parts.append(("ta", _answer_calls(guarded=guarded)))
+        parts.append(("ta", _append_write("answers", guarded=guarded)))
     if request:
         parts.append(("rq", _REQUESTS_AFTER_HEADS if guarded else REQUEST_INSERT))
     ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
