@@ -51,7 +51,7 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 async def test_closed_loop_appends_with_tool_calls_and_expected_versions(
     http: httpx.AsyncClient,
 ) -> None:
-    senders = await http_appends(http, clients=3, cap=40)
+    senders = await http_appends([http] * 3, cap=40)
     load = await closed_loop(senders, 40, warmup_s=0.02, window_s=0.2)
     assert load.errors == {}
     assert load.latencies
@@ -65,7 +65,7 @@ async def test_closed_loop_assembles(http: httpx.AsyncClient) -> None:
     cid, version = await http_conversation(http)
     body = b'{"messages":[{"role":"user","content":"hi"}],"expected_version":%d}' % version
     assert (await http.post(path(cid, "messages"), content=body)).status_code == 201
-    load = await closed_loop(http_assembles(http, [cid], 1), 10**9, 0.0, 0.1)
+    load = await closed_loop(http_assembles([http], [cid]), 10**9, 0.0, 0.1)
     assert load.errors == {}
     assert load.sent > 0
 
