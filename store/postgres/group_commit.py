@@ -12,18 +12,19 @@ writers on 2 cores this is what lets throughput grow with the writers
 instead of stalling at the server's per-statement cost (docs/storage.md,
 "Writers together").
 
-Nothing waits that would not have waited anyway. An append that finds
-fewer than `writers` statements in flight goes out at once, alone; only
-appends that arrive while every slot is busy are gathered, and go out in
-the next statement. Each append still commits or fails by its own guard:
+A lone writer waits for nothing: an append that finds a free slot (fewer
+than `writers` statements in flight) and nobody waiting goes out at once,
+alone. Appends that arrive while every slot is busy are gathered, and a
+freed slot takes an even share of them (`GroupCommit._take` says why).
+Each append still commits or fails by its own guard:
 
 - a conversation whose row had moved on (another write came between) or
   is locked by another transaction (its lock is skipped, never waited for:
   one busy conversation does not hold up the rest, and two such statements
   cannot deadlock) is simply not written, and its append is decided again
   the way that takes the lock (`StaleHead`);
-- a statement the server refused (a constraint, say: a client id another
-  process used) wrote nothing, so each of its appends is sent again alone,
+- a statement the server refused (a constraint, say: a tool call id the
+  memory took to be new) wrote nothing, so each of its appends is sent again alone,
   and only the one at fault fails;
 - a statement whose outcome is unknown (the connection lost) fails every
   append in it, as it would have failed each alone.
