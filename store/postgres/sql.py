@@ -794,7 +794,7 @@ _GUARDED_HEAD_UPDATE = (
 _REQUESTS_AFTER_HEADS = (
     "INSERT INTO append_requests"
     " (conversation_id, idempotency_key, request_hash, first_version, last_version)"
-    f" SELECT x.cid, x.key, x.hash, x.first, x.last"
+    " SELECT x.cid, x.key, x.hash, x.first, x.last"
     f" FROM {_rows('requests', _REQUEST_COLUMNS, guarded=True)}"
 )
 

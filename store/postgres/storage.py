@@ -350,6 +350,11 @@ def _request_row(write: Write) -> dict[str, Any]:
     }
 
 
+def _new_version(write: Write) -> int:
+    """The stream's version once `write` is recorded."""
+    return write.version or write.events[-1].version
+
+
 def _only_messages(write: Write) -> AppendMessages | None:
     """The append step of a write of appended messages (None: no message)."""
     steps = write.changes.steps
@@ -363,8 +368,7 @@ def _write_statements(cid: uuid.UUID, write: Write) -> list[tuple[str, dict[str,
     """A write under the stream's lock as statements: one, for appended
     messages (the hot path)."""
     changes = write.changes
-    version = write.version or write.events[-1].version
-    head = _head_params(cid, version, changes.head)
+    head = _head_params(cid, _new_version(write), changes.head)
     request = _request_row(write)
     steps = changes.steps
     if all(isinstance(s, AppendMessages) for s in steps) and len(steps) <= 1:
@@ -396,14 +400,14 @@ def _guarded_append(cid: uuid.UUID, write: Write, *, expected: int) -> GuardedAp
     step = _only_messages(write)
     head = write.changes.head
     request = _request_row(write)
-    client_ids = [] if step is None else [r.client_message_id for r in step.messages]
-    client_ids = [i for i in client_ids if i is not None]
+    messages = [] if step is None else step.messages
+    client_ids = [r.client_message_id for r in messages if r.client_message_id is not None]
     return GuardedAppend(
         conversation_id=cid,
         head={
             "cid": cid,
             "expected": expected,
-            "version": write.version or write.events[-1].version,
+            "version": _new_version(write),
             "next_seq": head.next_seq,
             "current_batch": head.current_batch,
             "role_counts": [head.role_counts[role] for role in ROLES],
@@ -413,7 +417,7 @@ def _guarded_append(cid: uuid.UUID, write: Write, *, expected: int) -> GuardedAp
         events=[
             {"cid": cid, "version": e.version, "type": e.type, "data": e.data} for e in write.events
         ],
-        messages=[] if step is None else [{**r.__dict__, "cid": cid} for r in step.messages],
+        messages=[{**r.__dict__, "cid": cid} for r in messages],
         calls=[] if step is None else [{**c.__dict__, "cid": cid} for c in step.calls],
         answers=[] if step is None else [{**a.__dict__, "cid": cid} for a in step.answered],
         request={**request, "cid": cid} if request else None,
