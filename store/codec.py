@@ -2,8 +2,11 @@
 
 A message is validated once, on the way in (`store.validation`). The log
 keeps its JSON compactly: top-level fields at their default are left out
-(the model restores them) — except `role` and `kind`, which say what the
-message is and must never be inferred again.
+(the model restores them). `role` is always kept; `kind` is left out only
+when it is its role's default (`input` for a user message, else `output`),
+a rule fixed here, in the stored format (`STORED_DEFAULT_KIND`), not taken
+from the model: should the model's default ever change, what the log says
+stays what it meant (docs/storage.md, "What went").
 
 On the way out, stored JSON becomes `Message`/`StoredMessage` values by
 construction, not validation: the log only holds what was valid when it
@@ -49,6 +52,15 @@ _DEFAULTS: dict[str, Any] = {
 
 _KINDS = {kind.value: kind for kind in MessageKind}
 
+# The kind a stored message without one has, by role: part of the log's
+# format (above). Events written before it always name their kind.
+STORED_DEFAULT_KIND: dict[str, MessageKind] = {
+    "system": MessageKind.OUTPUT,
+    "user": MessageKind.INPUT,
+    "assistant": MessageKind.OUTPUT,
+    "tool": MessageKind.OUTPUT,
+}
+
 _set = object.__setattr__
 M = TypeVar("M", bound=BaseModel)
 
@@ -79,7 +91,17 @@ def _build(cls: type[M], values: dict[str, Any]) -> M:
 def encode_message(message: Message) -> dict[str, Any]:
     """The JSON the log keeps for `message`: defaults left out."""
     data = message.model_dump(mode="json", include=set(Message.model_fields))
+    if STORED_DEFAULT_KIND[message.role] == message.kind:
+        del data["kind"]  # 16 bytes of every ordinary message's event
     return {k: v for k, v in data.items() if k not in _DEFAULTS or _DEFAULTS[k] != v}
+
+
+def with_kind(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored message's JSON (`data`, changed in place) naming its kind,
+    as readers of the raw log (the feed, raw exports) are shown it."""
+    if "kind" not in data:
+        data["kind"] = STORED_DEFAULT_KIND[data["role"]].value
+    return data
 
 
 def _part(raw: Mapping[str, Any]) -> ContentPart:
@@ -132,7 +154,8 @@ def _fields(
 ) -> dict[str, Any]:
     values = defaults.copy()
     values.update(data)
-    values["kind"] = _KINDS[values["kind"]]
+    kind = values["kind"]
+    values["kind"] = STORED_DEFAULT_KIND[values["role"]] if kind is None else _KINDS[kind]
     if content is not None:
         values["content"] = content
     if values["content"].__class__ is not str:

@@ -45,9 +45,11 @@ from store.operations import (
 from store.tokens import TokenCounter, approximate_tokens, estimate_message_tokens
 from store.validation import (
     DEFAULT_MAX_MESSAGES_PER_APPEND,
+    MAX_MESSAGES_PER_CONVERSATION,
     CallState,
     call_ids_involved,
     check_append_size,
+    check_conversation_size,
     check_slot,
     content_chars,
     validate_append,
@@ -118,7 +120,17 @@ class Limits:
 
     max_message_chars: int = 1_000_000
     max_messages_per_append: int = DEFAULT_MAX_MESSAGES_PER_APPEND
+    # At most MAX_MESSAGES_PER_CONVERSATION: a message's role ordinal is
+    # stored in 4 bytes (migration 0016).
+    max_messages_per_conversation: int = MAX_MESSAGES_PER_CONVERSATION
     count_tokens: TokenCounter = approximate_tokens
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_messages_per_conversation <= MAX_MESSAGES_PER_CONVERSATION:
+            raise ValueError(
+                "max_messages_per_conversation must be between 1 and"
+                f" {MAX_MESSAGES_PER_CONVERSATION:,}"
+            )
 
 
 def _prepared(message: Message, limits: Limits) -> Message:
@@ -145,6 +157,7 @@ async def append_messages(
     known = await state.calls(call_ids_involved(messages))
     validate_append(messages, known_calls=known, max_chars=limits.max_message_chars)
     head = head or await state.head()
+    check_conversation_size(head.next_seq - 1, len(messages), limits.max_messages_per_conversation)
     events: list[DomainEvent] = []
     for i, message in enumerate(messages):
         seq = head.next_seq + i

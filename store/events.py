@@ -10,7 +10,7 @@ maintenance built.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -214,3 +214,10 @@ def from_data(type_: str, data: dict[str, Any]) -> DomainEvent:
     The limits on input (`store.inputs`) are not applied again: what the log
     holds was accepted under the limits of its day, and must replay."""
     return _adapter.validate_python({"type": type_, **data}, context=STORED)
+
+
+# Every type the log can hold, in declaration order: the `event_type` enum's
+# names (migration 0015; a new one needs `ALTER TYPE event_type ADD VALUE`).
+EVENT_TYPES: tuple[str, ...] = tuple(
+    event.model_fields["type"].default for event in get_args(get_args(DomainEvent)[0])
+)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store.codec import with_kind
 from store.errors import InvalidOperation
 from store.records import FeedPosition
 
@@ -126,6 +127,8 @@ def event_from_row(
     data: dict[str, Any],
     recorded_at: datetime,
 ) -> FeedEvent:
+    if type_ == "message_appended":
+        with_kind(data["message"])  # the log leaves a role's default kind out
     return FeedEvent.model_construct(
         checkpoint=f"{transaction_id}-{position}",
         conversation_id=conversation,

@@ -23,7 +23,9 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, ENUM, JSON, JSONB, UUID
+
+from store.events import EVENT_TYPES
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -99,7 +101,10 @@ events = Table(
     # row-lock round inside the server (a third of the insert).
     Column("conversation_id", UUID(as_uuid=True), nullable=False),
     Column("version", BigInteger, nullable=False),
-    Column("type", Text, nullable=False),
+    # The event's type (`store.events`), as an enum: 4 bytes, not its name
+    # (migration 0015). Statements hand it as text; an assignment cast
+    # converts it on insert.
+    Column("type", ENUM(*EVENT_TYPES, name="event_type", create_type=False), nullable=False),
     # The event; a message's body is stored here and only here (the views
     # reference it: docs/storage.md). `json`, not `jsonb`: the log keeps the
     # compact JSON it was given (validated, not re-encoded): smaller, and

@@ -31,6 +31,9 @@ from store.inputs import (
 from store.messages import Message
 
 DEFAULT_MAX_MESSAGES_PER_APPEND = 1_000
+# The most messages a conversation holds: a role's ordinal is stored in 4
+# bytes (migration 0016), and none can exceed the message count.
+MAX_MESSAGES_PER_CONVERSATION = 2**31 - 1
 # What `CONVO_MAX_MESSAGES_PER_APPEND` may be set to at most; the HTTP API
 # refuses a longer list before it parses a single message.
 MAX_MESSAGES_PER_APPEND = 10_000
@@ -67,6 +70,15 @@ def check_append_size(count: int, limit: int) -> None:
     """Refuse an append of more than `limit` messages, before any is looked at."""
     if count > limit:
         raise InvalidMessage(f"messages: {count} in one append, over the limit of {limit}")
+
+
+def check_conversation_size(held: int, adding: int, limit: int) -> None:
+    """Refuse messages that would take a conversation past `limit` messages."""
+    if held + adding > limit:
+        raise InvalidOperation(
+            f"the conversation holds {held:,} messages and may hold at most {limit:,}:"
+            f" {adding:,} more do not fit (start a new conversation)"
+        )
 
 
 def check_slot(agent_id: str, slot: str, value: Any) -> None:

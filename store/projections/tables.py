@@ -53,22 +53,26 @@ messages = Table(
     # Columns to find and order messages by; the body stays in its event
     # (`event_version`), and an edit's new content in the edit's event
     # (`edit_version`): text is stored once (docs/storage.md).
+    # In alignment order, fixed widths first (migration 0016): no padding
+    # between columns.
     Column("conversation_id", UUID(as_uuid=True), nullable=False),
     Column("seq", BigInteger, nullable=False),
     Column("event_version", BigInteger, nullable=False),
     Column("edit_version", BigInteger, nullable=True),
-    Column("role_ordinal", BigInteger, nullable=False),
     Column("batch", Integer, nullable=False),
+    # 4 bytes, as `batch`: a conversation holds at most 2**31 - 1 messages
+    # (`store.commands`), so no role's ordinal needs more.
+    Column("role_ordinal", Integer, nullable=False),
     Column("token_estimate", Integer, nullable=False),
     Column("is_error", Boolean, nullable=False, server_default=text("false")),
+    # Kept in the window by compaction (`message_pinned` events).
+    Column("pinned", Boolean, nullable=False, server_default=text("false")),
     Column("sort_key", Numeric, nullable=False),
     Column("role", Text, nullable=False),
     Column("agent_id", Text, nullable=False),
     Column("kind", Text, nullable=False),
     Column("tool_call_id", Text, nullable=True),
     Column("client_message_id", Text, nullable=True),
-    # Kept in the window by compaction (`message_pinned` events).
-    Column("pinned", Boolean, nullable=False, server_default=text("false")),
     PrimaryKeyConstraint("conversation_id", "seq", name="pk_messages"),
     CheckConstraint(
         "role IN ('system', 'user', 'assistant', 'tool')", name="ck_messages_role_known"
@@ -151,12 +155,10 @@ tool_calls = Table(
     Column("is_error", Boolean, nullable=False, server_default=text("false")),
     PrimaryKeyConstraint("conversation_id", "call_id", name="pk_tool_calls"),
     CheckConstraint("status IN ('pending', 'complete')", name="ck_tool_calls_status_known"),
-    Index(
-        "ix_tool_calls_pending",
-        "conversation_id",
-        "assistant_seq",
-        postgresql_where=text("status = 'pending'"),
-    ),
+    # No index names `status`, `result_seq` or `is_error`, the columns a
+    # call's completion sets: the update stays on its page, HOT, with no new
+    # index entries (migration 0014). Pending calls are found by the primary
+    # key's prefix: one conversation's calls.
     Index("ix_tool_calls_tool_name", "tool_name"),
 )
 

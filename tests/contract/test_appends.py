@@ -237,6 +237,25 @@ async def test_a_message_over_the_size_limit_is_refused(
     assert error.problem == "content is 11 characters, over the limit of 10"
 
 
+async def test_an_append_past_the_conversation_limit_is_refused(
+    make_repository: RepositoryFactory,
+) -> None:
+    repository = make_repository(limits=Limits(max_messages_per_conversation=3))
+    conversation = await repository.create_conversation()
+    await repository.append_messages(conversation.id, [user("a"), user("b")])
+
+    with pytest.raises(InvalidOperation, match="holds 2 messages and may hold at most 3"):
+        await repository.append_messages(conversation.id, [user("c"), user("d")])
+    last = await repository.append_messages(conversation.id, [user("c")])
+    assert seqs(last.messages) == [3]
+    assert len(await repository.read_messages(conversation.id)) == 3
+
+
+def test_the_conversation_limit_cannot_exceed_what_a_role_ordinal_holds() -> None:
+    with pytest.raises(ValueError, match="max_messages_per_conversation"):
+        Limits(max_messages_per_conversation=2**31)
+
+
 # --- idempotency ------------------------------------------------------------------
 
 

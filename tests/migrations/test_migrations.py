@@ -11,6 +11,7 @@ from sqlalchemy import inspect
 
 from store import migrate
 from store.db import make_sync_engine
+from store.events import EVENT_TYPES
 from store.settings import Settings
 from store.tables import include_name, metadata
 
@@ -129,3 +130,47 @@ def test_append_only_indexes_fill_their_pages(empty_database_url: str, settings:
             *(f"uq_messages_role_{role}" for role in ("system", "user", "assistant", "tool")),
         ]
     )
+
+
+def test_event_types_are_the_enum(empty_database_url: str, settings: Settings) -> None:
+    """The `event_type` enum names every event type `store.events` defines,
+    in order (migration 0015): a new one needs `ALTER TYPE … ADD VALUE`."""
+    (labels,) = _catalogue_after_upgrade(
+        empty_database_url,
+        settings,
+        "SELECT enumlabel FROM pg_enum WHERE enumtypid = 'event_type'::regtype"
+        " ORDER BY enumsortorder",
+    )
+    assert tuple(label for (label,) in labels) == EVENT_TYPES
+
+
+def test_a_tool_calls_completion_changes_no_indexed_column(
+    empty_database_url: str, settings: Settings
+) -> None:
+    """No index of `tool_calls` names a column its completion sets, so the
+    update is HOT: no new index entries (migration 0014)."""
+    (columns,) = _catalogue_after_upgrade(
+        empty_database_url,
+        settings,
+        "SELECT DISTINCT a.attname FROM pg_index AS i"
+        " JOIN pg_attribute AS a ON a.attrelid = i.indrelid"
+        " WHERE i.indrelid = 'tool_calls'::regclass AND a.attnum > 0"
+        " AND (a.attnum = ANY(i.indkey)"
+        "  OR strpos(pg_get_expr(i.indpred, i.indrelid), a.attname) > 0)",
+    )
+    assert {name for (name,) in columns}.isdisjoint({"status", "result_seq", "is_error"})
+
+
+def test_messages_columns_are_in_alignment_order(
+    empty_database_url: str, settings: Settings
+) -> None:
+    """Fixed-width columns first, widest first (migration 0016): no padding
+    between them."""
+    (columns,) = _catalogue_after_upgrade(
+        empty_database_url,
+        settings,
+        "SELECT attlen FROM pg_attribute WHERE attrelid = 'messages'::regclass"
+        " AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+    )
+    widths = [length if length > 0 else 0 for (length,) in columns]  # -1: variable
+    assert widths == sorted(widths, reverse=True)

@@ -10,11 +10,28 @@ from __future__ import annotations
 import json
 import string
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.codec import decode_message, decode_stored, encode_message, message_text
-from store.messages import ImagePart, Message, MessageKind, Reasoning, TextPart, ToolCall
+from store.codec import (
+    STORED_DEFAULT_KIND,
+    decode_message,
+    decode_stored,
+    encode_message,
+    message_text,
+    with_kind,
+)
+from store.messages import (
+    ROLES,
+    ImagePart,
+    Message,
+    MessageKind,
+    Reasoning,
+    Role,
+    TextPart,
+    ToolCall,
+)
 
 text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(
     str.strip
@@ -103,10 +120,30 @@ def test_an_edited_message_carries_the_edit(message: Message, content: object) -
     )
 
 
-def test_defaults_are_left_out_but_role_and_kind_stay() -> None:
+def test_defaults_are_left_out_and_so_is_a_roles_default_kind() -> None:
     message = Message(role="user", content="hi")
-    assert encode_message(message) == {"role": "user", "content": "hi", "kind": "input"}
+    assert encode_message(message) == {"role": "user", "content": "hi"}
+    assert decode_message(encode_message(message)).kind is MessageKind.INPUT
     # A user message is "input" unless said otherwise: an explicit "output"
-    # must survive, so the kind is always kept.
+    # is kept, and survives.
     output = Message(role="user", content="hi", kind=MessageKind.OUTPUT)
+    assert encode_message(output)["kind"] == "output"
     assert decode_message(encode_message(output)).kind is MessageKind.OUTPUT
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("kind", list(MessageKind))
+def test_every_role_and_kind_round_trips(role: Role, kind: MessageKind) -> None:
+    call_id = "call_1" if role == "tool" else None
+    message = Message(role=role, content="x", kind=kind, tool_call_id=call_id)
+    assert decode_message(encode_message(message)).kind is kind
+    # The stored format's default is the model's own, for every role.
+    assert STORED_DEFAULT_KIND[role] is Message(role=role, content="x", tool_call_id=call_id).kind
+
+
+def test_events_written_before_the_kind_was_left_out_still_read() -> None:
+    assert decode_message({"role": "user", "content": "hi", "kind": "input"}).kind is (
+        MessageKind.INPUT
+    )
+    assert with_kind({"role": "assistant", "content": "hi"})["kind"] == "output"
+    assert with_kind({"role": "user", "content": "hi", "kind": "reminder"})["kind"] == "reminder"
