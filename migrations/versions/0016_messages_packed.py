@@ -82,9 +82,10 @@ INDEXES = (
     "SELECT indexname, indexdef FROM pg_indexes"
     " WHERE schemaname = current_schema() AND tablename = 'messages' ORDER BY indexname"
 )
+# Not the NOT NULL ones PostgreSQL 18 catalogues too: the columns make those.
 CONSTRAINTS = (
     "SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint"
-    " WHERE conrelid = 'messages'::regclass ORDER BY conname"
+    " WHERE conrelid = 'messages'::regclass AND contype <> 'n' ORDER BY conname"
 )
 
 
