@@ -27,6 +27,8 @@ it returns None and the caller re-raises it unchanged.
     53*** insufficient resources (disk, memory, slots)       StorageUnavailable
     25006 read-only transaction (a standby, mid-failover)    StorageUnavailable
     25P03 idle-in-transaction timeout                        StorageUnavailable
+    0A000 from RevalidateCachedQuery: a prepared statement   StorageUnavailable
+      whose result's types a migration changed meanwhile
     an OperationalError without SQLSTATE (no connection)     StorageUnavailable
       (but PipelineAborted: an earlier failure went unseen)   StorageError
     PoolTimeout, TooManyRequests, PoolClosed (psycopg_pool)  StorageUnavailable
@@ -204,6 +206,12 @@ UNAVAILABLE_SQLSTATES: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
+_PLAN_CACHE: Final = "RevalidateCachedQuery"
+_SCHEMA_CHANGED: Final = (
+    "the database's tables changed under this connection's prepared statements"
+    " (an upgrade ran); retry"
+)
+
 NETWORK_ERRNOS: Final = frozenset(
     {
         errno.ECONNREFUSED,
@@ -311,6 +319,14 @@ def _from_psycopg(
             error_class=kind,
         )
         return CONSTRAINT_ERRORS.get(violation.constraint, _bug)(violation), constraint
+    if sqlstate == "0A000" and error.diag.source_function == _PLAN_CACHE:
+        # "cached plan must not change result type": a migration (another
+        # process's) changed a table this connection had prepared statements
+        # on. The connection is dropped (our reads and writes close a
+        # connection after any driver error); the next one prepares anew, so
+        # a retry succeeds. Told by the server's function, not its message,
+        # which `lc_messages` may translate.
+        return StorageUnavailable(_SCHEMA_CHANGED, sqlstate=sqlstate, error_class=kind), None
     if isinstance(error, psycopg.errors.PipelineAborted):
         # A statement after one that failed in the same pipeline: the first
         # failure is the one to report; getting here is a bug of ours.

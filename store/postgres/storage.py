@@ -867,10 +867,23 @@ class PostgresStorage:
         await self.pool.close()
 
     @asynccontextmanager
+    async def _pooled(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection for reads, closed after a driver error (the
+        pool opens another), as a write's is (`_rollback`): its prepared
+        statements may be what failed, e.g. made stale by a migration
+        (`driver_errors`), and would fail again on their next use."""
+        async with self.pool.connection() as conn:
+            try:
+                yield conn
+            except psycopg.Error:
+                await conn.close()
+                raise
+
+    @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         """A pooled connection outside any conversation, errors translated."""
         try:
-            async with self.pool.connection() as conn:
+            async with self._pooled() as conn:
                 yield conn
         except Exception as error:
             _raise_ours(error, None)
@@ -1019,18 +1032,14 @@ class PostgresStorage:
     ) -> tuple[Row, list[list[Row]]]:
         """The conversation's row (checked) and each statement's rows, one sync."""
         try:
-            async with self.pool.connection() as conn:
-                try:
-                    async with conn.pipeline():
-                        head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
-                        cursors = [await conn.execute(s, p) for s, p in statements]
-                    # Leaving the pipeline synced once; the results are here.
-                    row = await head.fetchone()
-                    with collector_paused():  # thousands of rows: see store.codec
-                        found = [await c.fetchall() for c in cursors]
-                except psycopg.Error:
-                    await conn.close()  # see _rollback
-                    raise
+            async with self._pooled() as conn:
+                async with conn.pipeline():
+                    head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
+                    cursors = [await conn.execute(s, p) for s, p in statements]
+                # Leaving the pipeline synced once; the results are here.
+                row = await head.fetchone()
+                with collector_paused():  # thousands of rows: see store.codec
+                    found = [await c.fetchall() for c in cursors]
             return _check_readable(conversation_id, tenant, row), found
         except Exception as error:
             _raise_ours(error, conversation_id)
@@ -1053,7 +1062,7 @@ class PostgresStorage:
         answer reads the conversation's row, to tell a missing or deleted
         conversation (an error) from an empty page."""
         try:
-            async with self.pool.connection() as conn:
+            async with self._pooled() as conn:
                 cursor = await conn.execute(
                     statement, {"cid": conversation_id, "tenant": tenant, **params}
                 )

@@ -27,7 +27,10 @@ from store.errors import (
     StorageError,
     StorageUnavailable,
 )
+from store.messages import Message
+from store.postgres import PostgresStorage
 from store.postgres.driver_errors import translate
+from store.repository import Repository
 from store.settings import Settings, libpq_url
 
 SECRET = "the user's secret message"
@@ -295,3 +298,29 @@ async def test_a_terminated_session_is_unavailable(
         await conn.execute(text("SELECT 1"))
     ours = translate(caught.value, conversation_id=cid)
     assert isinstance(ours, StorageUnavailable), caught.value
+
+
+async def test_a_read_after_a_migration_changed_its_rows_types_is_unavailable_once(
+    database_url: str, settings: Settings
+) -> None:
+    """A server whose prepared statements a migration (another process's)
+    outdated answers 503, not 500, and the retry succeeds: the failed
+    connection is dropped and the next prepares anew."""
+    storage = await PostgresStorage.connect(
+        database_url, options=settings.connection_options(), max_size=1
+    )
+    try:
+        repository = Repository(storage)
+        key = (await repository.create_conversation()).id
+        await repository.append_messages(key, [Message(role="user", content="hi")])
+        for _ in range(6):  # psycopg prepares a statement from its 5th run
+            await repository.read_messages(key)
+        async with await psycopg.AsyncConnection.connect(
+            libpq_url(database_url), autocommit=True
+        ) as other:
+            await other.execute("ALTER TABLE messages ALTER COLUMN token_estimate TYPE bigint")
+        with pytest.raises(StorageUnavailable, match="an upgrade ran"):
+            await repository.read_messages(key)
+        assert [m.content for m in await repository.read_messages(key)] == ["hi"]
+    finally:
+        await storage.close()
