@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from store.codec import encode_message
+from store.codec import encode_message, with_kind
 from store.context import AgentProfile, TodoItem
 from store.inputs import STORED, Metadata
 from store.messages import Content, Message
@@ -212,7 +212,11 @@ def from_data(type_: str, data: dict[str, Any]) -> DomainEvent:
     """The domain event the log recorded as (`type`, `data`).
 
     The limits on input (`store.inputs`) are not applied again: what the log
-    holds was accepted under the limits of its day, and must replay."""
+    holds was accepted under the limits of its day, and must replay. A
+    message's kind is the stored format's default when the log left it out
+    (`store.codec.STORED_DEFAULT_KIND`), whatever the model's default is."""
+    if type_ == "message_appended" and "kind" not in data["message"]:
+        data = {**data, "message": with_kind(dict(data["message"]))}
     return _adapter.validate_python({"type": type_, **data}, context=STORED)
 
 

@@ -22,6 +22,7 @@ from store.codec import (
     message_text,
     with_kind,
 )
+from store.events import MessageAppended, from_data
 from store.messages import (
     ROLES,
     ImagePart,
@@ -147,3 +148,13 @@ def test_events_written_before_the_kind_was_left_out_still_read() -> None:
     )
     assert with_kind({"role": "assistant", "content": "hi"})["kind"] == "output"
     assert with_kind({"role": "user", "content": "hi", "kind": "reminder"})["kind"] == "reminder"
+
+
+def test_a_replayed_event_takes_the_stored_formats_kind() -> None:
+    """Replay (`store.events.from_data`) reads a left-out kind by the stored
+    format's rule, not by whatever the model's default is."""
+    message = {"role": "user", "content": "hi"}
+    event = from_data("message_appended", {"seq": 1, "batch": 1, "message": message})
+    assert isinstance(event, MessageAppended)
+    assert event.message.kind is MessageKind.INPUT
+    assert "kind" not in message  # the row read is left as it was
