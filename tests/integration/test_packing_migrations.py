@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+
 from store.messages import Message, ToolCall
-from store.postgres import PostgresStorage
+from store.postgres import PostgresStorage, search_indexes
 from store.repository import Repository
-from store.settings import Settings
+from store.search import SearchQuery
+from store.settings import Settings, libpq_url
 from tests.integration.test_membership_migration import (
     migrate_to,
     parent_and_fork,
@@ -81,5 +84,41 @@ async def test_rows_and_reads_survive_the_migrations_both_ways(
         await upgraded.append_messages(keys[1], [Message(role="user", content="after")])
         (last,) = await upgraded.read_messages(keys[1], order="desc", limit=1)
         assert last.content == "after"
+    finally:
+        await storage.close()
+
+
+def _search_indexes(url: str, settings: Settings) -> list[tuple[Any, ...]]:
+    return table_rows(
+        url,
+        settings,
+        "SELECT i.indexrelid::regclass::text, i.indisvalid FROM pg_index AS i"
+        " WHERE i.indrelid = 'events'::regclass"
+        " AND i.indexrelid::regclass::text LIKE 'ix_events_search_%' ORDER BY 1",
+    )
+
+
+async def test_the_search_indexes_an_operator_built_survive_the_type_change(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    """Migration 0015 drops the search indexes (partial on the type) and
+    builds again those the database had, the opt-in substring one too."""
+    await parent_and_fork(repository)
+    migrate_to(database_url, settings, BEFORE, down=True)
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        substring = search_indexes.status(conn, "substring").buildable
+        if substring:
+            search_indexes.enable(conn, "substring")
+    before = _search_indexes(database_url, settings)
+    assert len(before) == (2 if substring else 1)
+
+    migrate_to(database_url, settings, "head")
+    assert _search_indexes(database_url, settings) == before
+    storage = await PostgresStorage.connect(database_url, options=settings.connection_options())
+    try:
+        upgraded = Repository(storage)
+        for mode in ("text", "substring") if substring else ("text",):
+            page = await upgraded.search_messages(SearchQuery(q="fork", mode=mode))
+            assert page.hits, mode
     finally:
         await storage.close()
