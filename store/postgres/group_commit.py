@@ -48,6 +48,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from store.postgres import sql
+from store.postgres.pooled import pooled
 
 # Statements in flight at once. Two keep both sides busy — the server
 # executing one while this process builds the next and reads the last's
@@ -244,14 +245,7 @@ class GroupCommit:
 
     async def _execute(self, appends: list[GuardedAppend]) -> dict[uuid.UUID, datetime]:
         text, params = statement(appends)
-        async with self._pool.connection() as conn:
-            try:
-                cursor = await conn.execute(text, params)
-                rows = await cursor.fetchall()
-            except psycopg.Error:
-                # Closed, so the pool replaces it: after an error psycopg's
-                # record of what this connection prepared may not match the
-                # server's (`store.postgres.storage._rollback`).
-                await conn.close()
-                raise
+        async with pooled(self._pool) as conn:
+            cursor = await conn.execute(text, params)
+            rows = await cursor.fetchall()
         return {row[0]: row[1] for row in rows}

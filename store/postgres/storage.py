@@ -92,6 +92,7 @@ from store.postgres import feed, search, sql
 from store.postgres.driver_errors import translate
 from store.postgres.feed_signal import FeedSignal
 from store.postgres.group_commit import WRITERS, GroupCommit, GuardedAppend, rows_json
+from store.postgres.pooled import pooled
 from store.postgres.urls import libpq_url
 from store.projections.projector import (
     AppendMessages,
@@ -201,11 +202,8 @@ def _raise_ours(error: Exception, conversation_id: uuid.UUID | None) -> None:
 async def _rollback(conn: AsyncConnection[Any], error: BaseException) -> None:
     """End a transaction this module began by hand, if it is still open.
 
-    After a database error inside a pipeline the connection is closed
-    instead (the pool replaces it): psycopg may have counted as prepared a
-    statement whose Parse the server skipped after the error, and the next
-    use of that statement would fail. Database errors are rare (lost races
-    are found by the lock, before anything is sent), so this costs little.
+    After a database error the connection is closed instead (the pool
+    replaces it), as `store.postgres.pooled` says why.
     """
     if isinstance(error, psycopg.Error):
         await conn.close()
@@ -867,23 +865,10 @@ class PostgresStorage:
         await self.pool.close()
 
     @asynccontextmanager
-    async def _pooled(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled connection for reads, closed after a driver error (the
-        pool opens another), as a write's is (`_rollback`): its prepared
-        statements may be what failed, e.g. made stale by a migration
-        (`driver_errors`), and would fail again on their next use."""
-        async with self.pool.connection() as conn:
-            try:
-                yield conn
-            except psycopg.Error:
-                await conn.close()
-                raise
-
-    @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         """A pooled connection outside any conversation, errors translated."""
         try:
-            async with self._pooled() as conn:
+            async with pooled(self.pool) as conn:
                 yield conn
         except Exception as error:
             _raise_ours(error, None)
@@ -1032,7 +1017,7 @@ class PostgresStorage:
     ) -> tuple[Row, list[list[Row]]]:
         """The conversation's row (checked) and each statement's rows, one sync."""
         try:
-            async with self._pooled() as conn:
+            async with pooled(self.pool) as conn:
                 async with conn.pipeline():
                     head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
                     cursors = [await conn.execute(s, p) for s, p in statements]
@@ -1062,7 +1047,7 @@ class PostgresStorage:
         answer reads the conversation's row, to tell a missing or deleted
         conversation (an error) from an empty page."""
         try:
-            async with self._pooled() as conn:
+            async with pooled(self.pool) as conn:
                 cursor = await conn.execute(
                     statement, {"cid": conversation_id, "tenant": tenant, **params}
                 )

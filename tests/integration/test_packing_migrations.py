@@ -5,6 +5,8 @@ restores the old layout with the same values."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -45,6 +47,17 @@ async def _reads(repository: Repository, keys: list[str]) -> list[Any]:
     return seen
 
 
+@asynccontextmanager
+async def _started(url: str, settings: Settings) -> AsyncIterator[Repository]:
+    """The store as it starts after an upgrade: new connections (an older
+    pool's prepared statements knew the old row types)."""
+    storage = await PostgresStorage.connect(url, options=settings.connection_options())
+    try:
+        yield Repository(storage)
+    finally:
+        await storage.close()
+
+
 def _rows(url: str, settings: Settings) -> dict[str, list[tuple[Any, ...]]]:
     return {name: table_rows(url, settings, statement) for name, statement in ROWS.items()}
 
@@ -74,18 +87,12 @@ async def test_rows_and_reads_survive_the_migrations_both_ways(
 
     migrate_to(database_url, settings, "head")
     assert _rows(database_url, settings) == rows
-    # The store as it starts after an upgrade: new connections (the old
-    # ones' prepared statements knew the old row types).
-    storage = await PostgresStorage.connect(database_url, options=settings.connection_options())
-    try:
-        upgraded = Repository(storage)
+    async with _started(database_url, settings) as upgraded:
         assert await _reads(upgraded, keys) == reads
         # Written after the upgrade, a message is read as any other.
         await upgraded.append_messages(keys[1], [Message(role="user", content="after")])
         (last,) = await upgraded.read_messages(keys[1], order="desc", limit=1)
         assert last.content == "after"
-    finally:
-        await storage.close()
 
 
 def _search_indexes(url: str, settings: Settings) -> list[tuple[Any, ...]]:
@@ -114,11 +121,7 @@ async def test_the_search_indexes_an_operator_built_survive_the_type_change(
 
     migrate_to(database_url, settings, "head")
     assert _search_indexes(database_url, settings) == before
-    storage = await PostgresStorage.connect(database_url, options=settings.connection_options())
-    try:
-        upgraded = Repository(storage)
+    async with _started(database_url, settings) as upgraded:
         for mode in ("text", "substring") if substring else ("text",):
             page = await upgraded.search_messages(SearchQuery(q="fork", mode=mode))
             assert page.hits, mode
-    finally:
-        await storage.close()
