@@ -3,7 +3,15 @@
 
 Merged user turns keep tool results first (Anthropic A5; Gemini's
 functionResponse parts answer the previous model turn); merged model turns
-keep thinking blocks first (Anthropic A9). Each merge is a listed repair.
+keep thinking blocks first (Anthropic A9).
+
+A merge is a listed repair when it joins two messages the history kept
+apart: two user messages, two assistant messages, or a tool result that
+came after the user's words and is moved before them. Tool results sharing
+one user turn, and the user's words following them in it, are the
+provider's own shape for "here are the results, and then I say" (A5), not
+a repair: listing them put one repair per tool round into the diagnostics
+of every healthy conversation, burying the ones that say something.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ class Turns:
         self._role: str | None = None
         self._blocks: list[Block] = []
         self._lead = 0
+        # Whether the last turn holds a piece other than leading blocks (the
+        # user's words, in a user turn): a second one is a listed merge.
+        self._ordinary = False
 
     @property
     def repairs(self) -> list[Repair]:
@@ -34,7 +45,7 @@ class Turns:
         merges = [
             Repair(
                 kind=RepairKind.MERGED_FOR_ALTERNATION,
-                detail=f"{count + 1} consecutive {self.turns[index]['role']} pieces "
+                detail=f"{count + 1} consecutive {self.turns[index]['role']} messages "
                 "merged into one turn",
                 payload_index=index,
             )
@@ -52,12 +63,18 @@ class Turns:
         rendering a long conversation."""
         if not blocks:
             return
+        ordinary = lead < len(blocks)
         if role != self._role:
             self.turns.append({"role": role, self.content_key: blocks})
             self._role, self._blocks, self._lead = role, blocks, lead
+            self._ordinary = ordinary
             return
         index = len(self.turns) - 1
         content = self._blocks
+        # Results (and the words after them) share a user turn by the
+        # provider's rules; anything else joined here was apart in the history.
+        listed = role != self.user_role or self._ordinary
+        self._ordinary = self._ordinary or ordinary
         moved = False
         if lead:
             # The new leading blocks go after the turn's, the others at the
@@ -78,7 +95,8 @@ class Turns:
                     payload_index=index,
                 )
             )
-        self.merged[index] = self.merged.get(index, 0) + 1
+        if listed:
+            self.merged[index] = self.merged.get(index, 0) + 1
 
     def last_block(self) -> tuple[int, int] | None:
         """(turn, block) of the last block added so far."""

@@ -61,6 +61,26 @@ def test_consecutive_user_messages_merge_and_are_listed() -> None:
     assert [r.kind.value for r in assembly.diagnostics.repairs] == ["merged_for_alternation"]
 
 
+def test_results_and_the_user_words_after_them_share_a_turn_without_a_repair() -> None:
+    # The provider's own shape (A5), not a change to the history.
+    assembly = build(
+        [U(), AC(1, 2), T(1), T(2), U("next"), A("done")], format="anthropic", slots=NO_SLOTS
+    )
+    turn = assembly.payload["messages"][2]
+    assert [b["type"] for b in turn["content"]] == ["tool_result", "tool_result", "text"]
+    assert assembly.diagnostics.repairs == ()
+
+
+def test_a_second_user_message_after_results_is_a_listed_merge() -> None:
+    assembly = build(
+        [U(), AC(1), T(1), U("one"), U("two")], format="anthropic", slots=NO_SLOTS
+    )
+    merges = [r for r in assembly.diagnostics.repairs if r.kind.value == "merged_for_alternation"]
+    assert [(r.payload_index, r.detail) for r in merges] == [
+        (2, "2 consecutive user messages merged into one turn")
+    ]
+
+
 def test_thinking_blocks_come_first_and_redacted_thinking_is_kept() -> None:
     reasoning = (
         Reasoning(provider="anthropic", text="hmm", signature="sig"),

@@ -77,6 +77,12 @@ def test_a_history_starting_with_the_model_gets_a_user_turn() -> None:
     }
 
 
+def test_results_and_the_user_words_after_them_are_one_content_not_a_repair() -> None:
+    assembly = build([U(), AC(1, 2), T(1), T(2), U("more")], format="gemini", slots=NO_SLOTS)
+    assert [len(c["parts"]) for c in assembly.payload["contents"]] == [1, 2, 3]
+    assert assembly.diagnostics.repairs == ()
+
+
 # --- issue 11 ----------------------------------------------------------------------------
 
 SIGNED = (Reasoning(provider="gemini", signature="Z3NpZw=="),)
