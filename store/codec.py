@@ -88,12 +88,45 @@ def _build(cls: type[M], values: dict[str, Any]) -> M:
     return instance
 
 
+_MESSAGE_FIELDS: set[str] = set(Message.model_fields)  # not changed by model_dump
+# A plain message's fields in the model's order, its (empty) calls and
+# reasoning left out.
+_PLAIN_ORDER = tuple(
+    name for name in Message.model_fields if name not in ("tool_calls", "reasoning")
+)
+
+
 def encode_message(message: Message) -> dict[str, Any]:
     """The JSON the log keeps for `message`: defaults left out."""
-    data = message.model_dump(mode="json", include=set(Message.model_fields))
+    fields = message.__dict__
+    if fields["content"].__class__ is str and not fields["tool_calls"] and not fields["reasoning"]:
+        return _encode_plain(fields)
+    data = message.model_dump(mode="json", include=_MESSAGE_FIELDS)
     if STORED_DEFAULT_KIND[message.role] == message.kind:
         del data["kind"]  # 16 bytes of every ordinary message's event
     return {k: v for k, v in data.items() if k not in _DEFAULTS or _DEFAULTS[k] != v}
+
+
+def _encode_plain(fields: dict[str, Any]) -> dict[str, Any]:
+    """`encode_message` of a message with text content and no tool calls or
+    reasoning (most messages), read off its fields: the same JSON, key for
+    key and in the same order. Without nested models every value is JSON
+    as it stands, so pydantic's serializer (with the `include` filter, a
+    third of the client's time in a 100-message append) is not needed.
+    `tests/unit/test_codec.py` holds the two paths equal."""
+    data: dict[str, Any] = {}
+    defaults = _DEFAULTS
+    for name in _PLAIN_ORDER:
+        value = fields[name]
+        if name == "kind":
+            if STORED_DEFAULT_KIND[fields["role"]] is not value:
+                data["kind"] = value.value
+        elif name not in defaults:
+            data[name] = value
+        elif defaults[name] != value:
+            # The metadata is the message's own object: the event gets a copy.
+            data[name] = dict(value) if name == "metadata" else value
+    return data
 
 
 def with_kind(data: dict[str, Any]) -> dict[str, Any]:
@@ -282,6 +315,23 @@ def stored_from(
         pinned=False,
     )
     return _build(StoredMessage, values)
+
+
+def trusted(cls: type[M], values: dict[str, Any]) -> M:
+    """An instance of `cls` holding `values` (every field, in declaration
+    order), built as decoded messages are (`_build`), without validation:
+    only for values the store computed itself from what it had validated
+    (a decided event's numbers and its already-valid message)."""
+    return _build(cls, values)
+
+
+def with_fields(message: M, **fields: Any) -> M:
+    """A copy of a validated `message` with `fields` changed, for values the
+    store computed itself (a token estimate): `model_copy(update=...)`
+    without pydantic's copy protocol, a tenth of a 100-message append."""
+    values = message.__dict__.copy()
+    values.update(fields)
+    return _build(type(message), values)
 
 
 def message_text(data: Mapping[str, Any], content: Any = None) -> str:

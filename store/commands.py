@@ -20,6 +20,7 @@ from typing import Any, Protocol, assert_never
 from pydantic import ValidationError
 
 from store import window as win
+from store.codec import with_fields
 from store.context import TODO, AgentProfile, TodoItem
 from store.errors import BoundaryError, InvalidMessage, InvalidOperation
 from store.events import (
@@ -138,7 +139,7 @@ def _prepared(message: Message, limits: Limits) -> Message:
     if message.token_estimate is not None:
         return message
     estimate = estimate_message_tokens(message, limits.count_tokens)
-    return message.model_copy(update={"token_estimate": estimate})
+    return with_fields(message, token_estimate=estimate)
 
 
 async def append_messages(
@@ -165,7 +166,9 @@ async def append_messages(
         # Each message joins its own agent's window.
         number = head.batch_of(message.agent_id) if batch is None else batch
         events.append(
-            MessageAppended(seq=seq, sort_key=key, batch=number, message=_prepared(message, limits))
+            MessageAppended.decided(
+                seq=seq, sort_key=key, batch=number, message=_prepared(message, limits)
+            )
         )
     return events
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from store.codec import encode_message, with_kind
+from store.codec import encode_message, trusted, with_kind
 from store.context import AgentProfile, TodoItem
 from store.inputs import STORED, Metadata
 from store.messages import Content, Message
@@ -55,6 +55,23 @@ class MessageAppended(_Event):
         if isinstance(data, dict) and "sort_key" not in data and "seq" in data:
             return {**data, "sort_key": data["seq"]}
         return data
+
+    @classmethod
+    def decided(
+        cls, *, seq: int, sort_key: Decimal, batch: int, message: Message
+    ) -> MessageAppended:
+        """The event of an append the store decided (`store.commands`): its
+        numbers computed there, its message validated on the way in. Built
+        without validating again, which ran the message's own checks twice
+        more per message (a tenth of a 100-message append's client time)."""
+        values = {
+            "type": "message_appended",
+            "seq": seq,
+            "sort_key": sort_key,
+            "batch": batch,
+            "message": message,
+        }
+        return trusted(cls, values)
 
     def data(self) -> dict[str, Any]:
         # The message body is stored here once (the views reference this

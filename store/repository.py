@@ -236,7 +236,12 @@ class Repository:
             )
         )
         if recorded_at is not None:  # learned only as it wrote (an optimistic write)
-            recorded = [replace(r, recorded_at=recorded_at) for r in recorded]
+            # Built anew, not `dataclasses.replace`d: replace reads the
+            # class's fields on every call, 5% of a 100-message append.
+            recorded = [
+                Recorded(version=r.version, recorded_at=recorded_at, event=r.event)
+                for r in recorded
+            ]
         return recorded
 
     async def _command(
