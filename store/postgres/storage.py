@@ -1081,8 +1081,11 @@ class PostgresStorage:
     ) -> list[StoredMessage]:
         statement = sql.window(batch=batch is not None, agent=agent_id is not None)
         params = {"cid": conversation_id, "batch": batch, "agent": agent_id}
-        _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
-        return decode_stored_rows(_in_window_order(rows))
+        with collector_paused():  # until the rows are gone: see store.codec
+            _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
+            messages = decode_stored_rows(_in_window_order(rows))
+            del rows
+        return messages
 
     async def recent_in_window(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
@@ -1280,17 +1283,19 @@ class PostgresStorage:
         self, conversation_id: uuid.UUID, tenant: str, agent_id: str
     ) -> AssemblyInput:
         params = {"cid": conversation_id, "agent": agent_id}
-        _, (profile, slots, window) = await self._read(
-            conversation_id,
-            tenant,
-            (sql.PROFILE, params),
-            (sql.SLOTS, params),
-            (sql.ASSEMBLY_WINDOW, params),
-        )
-        messages = decode_messages(
-            (appended["message"], None if edit is None else edit["content"])
-            for appended, edit, _ in _in_window_order(window)
-        )
+        with collector_paused():  # until the rows are gone: see store.codec
+            _, (profile, slots, window) = await self._read(
+                conversation_id,
+                tenant,
+                (sql.PROFILE, params),
+                (sql.SLOTS, params),
+                (sql.ASSEMBLY_WINDOW, params),
+            )
+            messages = decode_messages(
+                (appended["message"], None if edit is None else edit["content"])
+                for appended, edit, _ in _in_window_order(window)
+            )
+            del window
         return AssemblyInput(
             window=messages,
             profile=_profile(agent_id, profile),

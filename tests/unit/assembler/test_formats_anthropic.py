@@ -72,9 +72,7 @@ def test_results_and_the_user_words_after_them_share_a_turn_without_a_repair() -
 
 
 def test_a_second_user_message_after_results_is_a_listed_merge() -> None:
-    assembly = build(
-        [U(), AC(1), T(1), U("one"), U("two")], format="anthropic", slots=NO_SLOTS
-    )
+    assembly = build([U(), AC(1), T(1), U("one"), U("two")], format="anthropic", slots=NO_SLOTS)
     merges = [r for r in assembly.diagnostics.repairs if r.kind.value == "merged_for_alternation"]
     assert [(r.payload_index, r.detail) for r in merges] == [
         (2, "2 consecutive user messages merged into one turn")
