@@ -7,9 +7,11 @@ conversion to a provider's shape.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
+from functools import cached_property
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 
 class _Value(BaseModel):
@@ -55,11 +57,41 @@ class SpecialBlockPlacement(_Value):
 
 
 class StablePrefix(_Value):
-    """Everything before the special block: what a prefix cache can reuse."""
+    """Everything before the special block: what a prefix cache can reuse.
 
-    fingerprint: str  # sha256 of the prefix as the provider sees it (see `fingerprint`)
+    `fingerprint` (sha256 of the prefix as the provider sees it, defined in
+    `store.assembler.fingerprint`) is computed when first read, and kept:
+    the payload alone never needs it. It is a field like the others to
+    `model_dump`, JSON, equality and the HTTP API.
+    """
+
     tokens: int
     message_count: int
+    _digest: Callable[[], str] = PrivateAttr()
+
+    @classmethod
+    def of(cls, digest: Callable[[], str], *, tokens: int, message_count: int) -> StablePrefix:
+        """The prefix whose fingerprint `digest()` computes, when asked."""
+        prefix = cls(tokens=tokens, message_count=message_count)
+        prefix._digest = digest
+        return prefix
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def fingerprint(self) -> str:
+        return self._digest()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StablePrefix):
+            return NotImplemented
+        return (self.tokens, self.message_count, self.fingerprint) == (
+            other.tokens,
+            other.message_count,
+            other.fingerprint,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.tokens, self.message_count, self.fingerprint))
 
 
 class BudgetTrim(_Value):

@@ -42,6 +42,7 @@ feeding one running hash.)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from hashlib import sha256
 from typing import Any
@@ -49,13 +50,7 @@ from typing import Any
 from store.assembler.diagnostics import StablePrefix
 from store.json_text import sorted_json
 from store.messages import Message, ToolCall
-from store.tokens import (
-    MESSAGE_OVERHEAD,
-    TokenCounter,
-    approximate_tokens,
-    arguments_text,
-    estimate_message_tokens,
-)
+from store.tokens import TokenCounter, arguments_text, estimate_messages_tokens
 
 VERSION = "convo-store/stable-prefix/2"
 
@@ -167,72 +162,61 @@ def stable_prefix(
 ) -> tuple[StablePrefix, int]:
     """The stable prefix, and the summed token estimate of its messages.
 
-    Without `costs` (each prefix message's estimate, when already known), the
-    estimates are made in the same pass as the fingerprint: each message is
-    read once, and each tool call's arguments are encoded once for both.
+    The token estimate is made now (`costs`: each prefix message's, when
+    already known); the fingerprint when it is first read
+    (`StablePrefix.fingerprint`): hashing every message's text was a fifth
+    of a 5,000-message payload build, for a value a caller that sends the
+    payload and nothing else never reads. The prefix is a tuple of frozen
+    messages, so the value read later is the value of the build.
     """
-    if costs is not None:
-        hexdigest = fingerprint(format=format, system_prompt=system_prompt, prefix=prefix)
-        message_tokens = sum(costs)
-    else:
-        digest = sha256(_header(format, system_prompt))
-        update = digest.update
-        approximate = count is approximate_tokens
-        message_tokens = 0
-        # The records of plain messages (string content, no calls, no
-        # reasoning: most of a conversation) differ only after their heads,
-        # which are made once per role, kind, flag and call id: building each
-        # record field by field was two thirds of a 5,000-message prefix.
-        heads: dict[tuple[Any, ...], tuple[str, str]] = {}
-        exact, overhead = _EXACT, MESSAGE_OVERHEAD
-        for message in prefix:
-            # A model's fields live in its __dict__: read from it, seven
-            # look-ups a message cost half of what attribute reads did.
-            fields = message.__dict__
-            content = fields["content"]
-            calls = fields["tool_calls"]
-            if not exact or content.__class__ is not str or fields["reasoning"]:
-                texts = [arguments_text(call.arguments) for call in calls] if calls else None
-                message_tokens += estimate_message_tokens(message, count, arguments=texts)
-                update(message_record(message, texts).encode())
-                continue
-            # String content, no reasoning: most of a conversation. The
-            # record is written here in one piece (see `message_record`).
-            key = (fields["role"], fields["kind"], fields["is_error"])
-            parts = heads.get(key)
-            if parts is None:
-                parts = heads[key] = _plain_parts(message)
-            if calls:
-                texts = [arguments_text(call.arguments) for call in calls]
-                if approximate:
-                    # estimate_message_tokens(message, approximate_tokens, arguments=texts)
-                    message_tokens += overhead + (len(content) + 3) // 4
-                    for call, text in zip(calls, texts, strict=True):
-                        message_tokens += (len(call.name) + 3) // 4 + (len(text) + 3) // 4
-                else:
-                    message_tokens += estimate_message_tokens(message, count, arguments=texts)
-                after = f"\n{_calls_field(calls, texts)}\n0:\ns"
-            else:
-                if approximate:
-                    # estimate_message_tokens(message, approximate_tokens), inline
-                    message_tokens += overhead + (len(content) + 3) // 4
-                else:
-                    message_tokens += estimate_message_tokens(message, count)
-                after = parts[1]
-            call_id = fields["tool_call_id"]
-            update(
-                f"{parts[0]}{'-' if call_id is None else f'{len(call_id)}:{call_id}'}"
-                f"{after}{len(content)}:{content}\n".encode()
-            )
-        hexdigest = digest.hexdigest()
+    messages = tuple(prefix)
+    message_tokens = sum(costs if costs is not None else estimate_messages_tokens(messages, count))
     tokens = message_tokens
     if system_prompt is not None:
         tokens += count(system_prompt)
     return (
-        StablePrefix(
-            fingerprint=hexdigest,
+        StablePrefix.of(
+            functools.partial(_digest, format, system_prompt, messages),
             tokens=tokens,
-            message_count=len(prefix) + (system_prompt is not None),
+            message_count=len(messages) + (system_prompt is not None),
         ),
         message_tokens,
     )
+
+
+def _digest(format: str, system_prompt: str | None, prefix: Sequence[Message]) -> str:
+    """`fingerprint(...)`, in one pass written for speed: the same text."""
+    digest = sha256(_header(format, system_prompt))
+    update = digest.update
+    # The records of plain messages (string content, no calls, no reasoning:
+    # most of a conversation) differ only after their heads, which are made
+    # once per role, kind, flag and call id: building each record field by
+    # field was two thirds of a 5,000-message prefix.
+    heads: dict[tuple[Any, ...], tuple[str, str]] = {}
+    exact = _EXACT
+    for message in prefix:
+        # A model's fields live in its __dict__: read from it, seven
+        # look-ups a message cost half of what attribute reads did.
+        fields = message.__dict__
+        content = fields["content"]
+        if not exact or content.__class__ is not str or fields["reasoning"]:
+            update(message_record(message).encode())
+            continue
+        # String content, no reasoning: most of a conversation. The record
+        # is written here in one piece (see `message_record`).
+        key = (fields["role"], fields["kind"], fields["is_error"])
+        parts = heads.get(key)
+        if parts is None:
+            parts = heads[key] = _plain_parts(message)
+        calls = fields["tool_calls"]
+        if calls:
+            texts = [arguments_text(call.arguments) for call in calls]
+            after = f"\n{_calls_field(calls, texts)}\n0:\ns"
+        else:
+            after = parts[1]
+        call_id = fields["tool_call_id"]
+        update(
+            f"{parts[0]}{'-' if call_id is None else f'{len(call_id)}:{call_id}'}"
+            f"{after}{len(content)}:{content}\n".encode()
+        )
+    return digest.hexdigest()

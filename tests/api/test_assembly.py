@@ -35,6 +35,12 @@ async def test_openai_chat_payload(acme: httpx.AsyncClient) -> None:
     assert diagnostics["agent_id"] == "main"
     assert diagnostics["special_block"]["slots"] == ["todo"]
     assert diagnostics["token_estimate"] > 0
+    # Computed when read (store.assembler.diagnostics.StablePrefix), and sent.
+    prefix = diagnostics["stable_prefix"]
+    assert set(prefix) == {"fingerprint", "tokens", "message_count"}
+    assert len(prefix["fingerprint"]) == 64
+    again = await acme.post(f"/conversations/{cid}/assemble", json={"format": "openai-chat"})
+    assert again.json()["diagnostics"]["stable_prefix"] == prefix
 
 
 async def test_anthropic_payload_with_options(acme: httpx.AsyncClient) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from store.assembler.diagnostics import StablePrefix
 from store.assembler.fingerprint import fingerprint, stable_prefix
 from store.messages import Message
 from store.tokens import approximate_tokens, estimate_message_tokens
@@ -46,3 +47,23 @@ def test_the_fingerprint_of_a_known_prefix_never_changes() -> None:
     assert fingerprint(format="openai-chat", system_prompt="be brief", prefix=messages) == (
         "abcb8d51c8542812c51b47951c4385eac44cb7996804b538767c36defae66dd2"
     )
+
+
+def test_the_fingerprint_is_computed_when_first_read_and_kept() -> None:
+    made: list[int] = []
+
+    def digest() -> str:
+        made.append(1)
+        return "f" * 64
+
+    prefix = StablePrefix.of(digest, tokens=7, message_count=2)
+    assert made == []  # a build whose caller only sends the payload never hashes
+    assert prefix.fingerprint == prefix.fingerprint == "f" * 64
+    assert made == [1]
+    assert prefix.model_dump(mode="json") == {
+        "tokens": 7,
+        "message_count": 2,
+        "fingerprint": "f" * 64,
+    }
+    assert prefix == StablePrefix.of(lambda: "f" * 64, tokens=7, message_count=2)
+    assert prefix != StablePrefix.of(lambda: "e" * 64, tokens=7, message_count=2)
