@@ -7,11 +7,20 @@ conversion to a provider's shape.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from enum import StrEnum
 from functools import cached_property
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidatorFunctionWrapHandler,
+    computed_field,
+    model_validator,
+)
 
 
 class _Value(BaseModel):
@@ -68,6 +77,20 @@ class StablePrefix(_Value):
     tokens: int
     message_count: int
     _digest: Callable[[], str] = PrivateAttr()
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _given_fingerprint(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # Read back from its JSON (`model_dump`), the fingerprint is a value.
+        if not isinstance(data, dict) or "fingerprint" not in data:
+            return handler(data)
+        fields = dict(data)
+        fingerprint = fields.pop("fingerprint")
+        if not isinstance(fingerprint, str):
+            raise ValueError("fingerprint must be a string")
+        prefix = handler(fields)
+        prefix._digest = functools.partial(str, fingerprint)
+        return prefix
 
     @classmethod
     def of(cls, digest: Callable[[], str], *, tokens: int, message_count: int) -> StablePrefix:

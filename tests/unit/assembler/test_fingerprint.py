@@ -6,11 +6,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.assembler.diagnostics import StablePrefix
+from store.assembler.diagnostics import Diagnostics, StablePrefix
 from store.assembler.fingerprint import fingerprint, stable_prefix
 from store.messages import Message
 from store.tokens import approximate_tokens, estimate_message_tokens
-from tests.unit.assembler.builders import AC, T, U
+from tests.unit.assembler.builders import AC, T, U, build
 from tests.unit.assembler.strategies import conversations
 
 
@@ -67,3 +67,12 @@ def test_the_fingerprint_is_computed_when_first_read_and_kept() -> None:
     }
     assert prefix == StablePrefix.of(lambda: "f" * 64, tokens=7, message_count=2)
     assert prefix != StablePrefix.of(lambda: "e" * 64, tokens=7, message_count=2)
+
+
+def test_diagnostics_read_back_from_json_keep_the_fingerprint() -> None:
+    assembly = build([U("hi"), AC(1), T(1), U("next")], format="anthropic")
+    dumped = assembly.diagnostics.model_dump(mode="json")
+    again = Diagnostics.model_validate(dumped)
+    assert again == assembly.diagnostics
+    assert again.stable_prefix.fingerprint == assembly.diagnostics.stable_prefix.fingerprint
+    assert again.model_dump(mode="json") == dumped
