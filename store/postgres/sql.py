@@ -109,20 +109,15 @@ MESSAGE_COLUMNS = (
 #   seq or client id). A join planned from statistics that did not know the
 #   conversation yet read its events once per message: the last 50 of a
 #   6,000-message conversation took 40 ms instead of 0.6.
-#
-# Joined, the messages are what the hash join should hash: their rows are
-# narrow (~50 bytes), the events' carry the bodies (~550). A conversation has
-# about as many events as messages, so the planner, costing rows and not
-# bytes, hashed either, and usually the events: 2.9 MB of hash table for a
-# 5,000-message window, 58 MB (spilled to disk past work_mem) for 100,000.
-# `(m.seq + 0) > 0` holds for every message (seq >= 1) but is an expression
-# the statistics cannot estimate, so it counts as a third of the rows: the
-# messages look smaller, and are hashed. Server time of a 5,000-message
-# window: 4.8 -> 3.6 ms (one agent's), 6.3 -> 4.2 ms (every agent's).
-_HASH_THE_MESSAGES = "(m.seq + 0) > 0"
+# Joined, a 5,000-message window hashes the events, bodies and all (the
+# planner costs rows, not bytes, and there are as many events as messages).
+# Tried and taken back: an always-true condition on the messages that the
+# statistics cannot estimate, `(m.seq + 0) > 0`, so they look smaller and
+# are hashed: 4.1 -> 2.7 ms of server time at 5,000 messages, but at 100,000
+# (where the planner hashes the messages by itself, in parallel) one
+# agent's window went 76 -> 88 ms and every agent's 82 -> 149 ms.
 _JOINED_EVENTS = (
     " JOIN events AS e ON e.conversation_id = m.conversation_id AND e.version = m.event_version"
-    f" AND {_HASH_THE_MESSAGES}"
 )
 _PROBE_EVENTS = (
     " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
