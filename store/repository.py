@@ -1037,11 +1037,8 @@ class Repository:
         and its context slots as they are now."""
         from store.assembler import assemble
 
-        # One pause of the collector from the rows to the payload (store.codec,
-        # `collector_paused`): the rows are gone before it runs again, so its
-        # one pass afterwards walks only what the caller gets.
-        with collector_paused():
-            found = await self.storage.assembly_input(conversation_id, self.tenant, agent_id)
+        found = await self.storage.assembly_input(conversation_id, self.tenant, agent_id)
+        with collector_paused():  # a payload of thousands of small dicts: see store.codec
             return assemble(
                 found.window,
                 profile=found.profile,

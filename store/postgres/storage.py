@@ -59,13 +59,13 @@ import contextlib
 import json
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -87,7 +87,7 @@ from store.feed import (
     event_from_row,
 )
 from store.listing import ConversationCursor, ConversationQuery, Listed
-from store.messages import ROLES, Role, StoredMessage
+from store.messages import ROLES, Message, Role, StoredMessage
 from store.postgres import feed, search, sql
 from store.postgres.driver_errors import translate
 from store.postgres.feed_signal import FeedSignal
@@ -131,6 +131,7 @@ from store.values import Batch, Conversation, ToolBlock
 from store.window import WindowEntry
 
 Row = tuple[Any, ...]
+T = TypeVar("T")
 
 # Every session starts with these (see docs/operations.md): appends are
 # short; a statement or a lock wait that runs long means something is wrong,
@@ -1016,16 +1017,32 @@ class PostgresStorage:
         *statements: tuple[str, Mapping[str, Any]],
     ) -> tuple[Row, list[list[Row]]]:
         """The conversation's row (checked) and each statement's rows, one sync."""
+        return await self._read_into(conversation_id, tenant, statements, lambda row, found: found)
+
+    async def _read_into(
+        self,
+        conversation_id: uuid.UUID,
+        tenant: str,
+        statements: Sequence[tuple[str, Mapping[str, Any]]],
+        decode: Callable[[Row, list[list[Row]]], T],
+    ) -> tuple[Row, T]:
+        """`_read`, the rows made into values by `decode(row, found)` as they
+        arrive: the collector is paused from when they are here until they
+        are values, and they are gone before it runs again, so its next pass
+        never walks them (store.codec, `collector_paused`). The pause starts
+        after the pipeline's sync: nothing in it waits on the server."""
         try:
             async with pooled(self.pool) as conn:
                 async with conn.pipeline():
                     head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
                     cursors = [await conn.execute(s, p) for s, p in statements]
                 # Leaving the pipeline synced once; the results are here.
-                row = await head.fetchone()
-                with collector_paused():  # thousands of rows: see store.codec
+                row = _check_readable(conversation_id, tenant, await head.fetchone())
+                with collector_paused():
                     found = [await c.fetchall() for c in cursors]
-            return _check_readable(conversation_id, tenant, row), found
+                    values = decode(row, found)
+                    del found
+            return row, values
         except Exception as error:
             _raise_ours(error, conversation_id)
             raise
@@ -1081,10 +1098,12 @@ class PostgresStorage:
     ) -> list[StoredMessage]:
         statement = sql.window(batch=batch is not None, agent=agent_id is not None)
         params = {"cid": conversation_id, "batch": batch, "agent": agent_id}
-        with collector_paused():  # until the rows are gone: see store.codec
-            _, (rows,) = await self._read(conversation_id, tenant, (statement, params))
-            messages = decode_stored_rows(_in_window_order(rows))
-            del rows
+        _, messages = await self._read_into(
+            conversation_id,
+            tenant,
+            [(statement, params)],
+            lambda _, found: decode_stored_rows(_in_window_order(found[0])),
+        )
         return messages
 
     async def recent_in_window(
@@ -1283,19 +1302,21 @@ class PostgresStorage:
         self, conversation_id: uuid.UUID, tenant: str, agent_id: str
     ) -> AssemblyInput:
         params = {"cid": conversation_id, "agent": agent_id}
-        with collector_paused():  # until the rows are gone: see store.codec
-            _, (profile, slots, window) = await self._read(
-                conversation_id,
-                tenant,
-                (sql.PROFILE, params),
-                (sql.SLOTS, params),
-                (sql.ASSEMBLY_WINDOW, params),
-            )
-            messages = decode_messages(
+
+        def decode(_: Row, found: list[list[Row]]) -> tuple[Any, Any, list[Message]]:
+            profile, slots, window = found
+            bodies = (
                 (appended["message"], None if edit is None else edit["content"])
                 for appended, edit, _ in _in_window_order(window)
             )
-            del window
+            return profile, slots, decode_messages(bodies)
+
+        _, (profile, slots, messages) = await self._read_into(
+            conversation_id,
+            tenant,
+            [(sql.PROFILE, params), (sql.SLOTS, params), (sql.ASSEMBLY_WINDOW, params)],
+            decode,
+        )
         return AssemblyInput(
             window=messages,
             profile=_profile(agent_id, profile),
