@@ -71,6 +71,7 @@ import orjson
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
 from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -161,11 +162,18 @@ class _JsonLoader(Loader):
     load = staticmethod(orjson.loads)  # type: ignore[assignment]  # takes str too
 
 
+class _JsonBinaryLoader(_JsonLoader):
+    """`json` in binary format, which is its text: the same."""
+
+    format = Format.BINARY
+
+
 async def _configure(conn: AsyncConnection[Any]) -> None:
     # JSON from the server is decoded by orjson: a 5,000-message window is
     # 5,000 bodies, and the standard library's decoder was a third of a read.
     conn.adapters.register_loader("json", _JsonLoader)
     conn.adapters.register_loader("jsonb", _JsonLoader)
+    conn.adapters.register_loader("json", _JsonBinaryLoader)
     # Prepare every statement at its first use rather than its fifth: the
     # statements are a fixed set of shapes, and a pool hands each request
     # the connection used longest ago, so with 30 connections the default
@@ -1065,7 +1073,13 @@ class PostgresStorage:
         conversation (an error) from an empty page."""
         try:
             async with pooled(self.pool) as conn:
-                cursor = await conn.execute(
+                # Rows in binary: numbers, times and flags without parsing
+                # their text (a message's body, `json`, is its text either
+                # way). 3% of the last 50 messages' read. Every statement
+                # here returns `sql.MESSAGE_COLUMNS` and numbers: a column of
+                # one of our enum types would come back as bytes.
+                cursor = conn.cursor(binary=True)
+                await cursor.execute(
                     statement, {"cid": conversation_id, "tenant": tenant, **params}
                 )
                 with collector_paused():
