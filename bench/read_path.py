@@ -141,8 +141,10 @@ def payload(
 ) -> Callable[[], Awaitable[Any]]:
     async def build() -> Any:
         assembly = await repository.assemble(conversation_id, format=format)
-        if fingerprint:  # computed when first read (store.assembler.diagnostics)
-            assert assembly.diagnostics.stable_prefix.fingerprint
+        # Computed when first read (store.assembler.diagnostics); read here
+        # without `assert`, which `python -O` would skip.
+        if fingerprint and not assembly.diagnostics.stable_prefix.fingerprint:
+            raise RuntimeError("the build gave no stable-prefix fingerprint")
         return assembly
 
     return build

@@ -222,8 +222,9 @@ def collector_paused() -> Iterator[None]:
     still alive, so a read holds one pause from its rows to the values it
     returns, and drops the rows inside it (`PostgresStorage._read_into`):
     paused around the fetch alone, a 5,000-message build's passes walked
-    the rows too. A pause never spans a wait on the server (the collector
-    would be off for the whole process meanwhile). Nested pauses are one.
+    the rows too. A pause never spans a query or a wait for a connection
+    (the collector would be off for the whole process meanwhile). Nested
+    pauses are one.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -1034,22 +1034,25 @@ class PostgresStorage:
         statements: Sequence[tuple[str, Mapping[str, Any]]],
         decode: Callable[[Row, list[list[Row]]], T],
     ) -> tuple[Row, T]:
-        """`_read`, the rows made into values by `decode(row, found)` as they
-        arrive: the collector is paused from when they are here until they
-        are values, and they are gone before it runs again, so its next pass
-        never walks them (store.codec, `collector_paused`). The pause starts
-        after the pipeline's sync: nothing in it waits on the server."""
+        """`_read`, the rows made into values by `decode(row, found)`: the
+        collector is paused from when they are here until they are values,
+        and they are gone before it runs again, so its next pass never walks
+        them (store.codec, `collector_paused`). The pause starts after the
+        pipeline's sync, so it spans no query and no wait for a connection,
+        only the connection's return (its commit); the decoding runs after
+        that return, not holding a connection of the pool."""
         try:
-            async with pooled(self.pool) as conn:
-                async with conn.pipeline():
-                    head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
-                    cursors = [await conn.execute(s, p) for s, p in statements]
-                # Leaving the pipeline synced once; the results are here.
-                row = _check_readable(conversation_id, tenant, await head.fetchone())
-                with collector_paused():
+            with contextlib.ExitStack() as pause:
+                async with pooled(self.pool) as conn:
+                    async with conn.pipeline():
+                        head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
+                        cursors = [await conn.execute(s, p) for s, p in statements]
+                    # Leaving the pipeline synced once; the results are here.
+                    row = _check_readable(conversation_id, tenant, await head.fetchone())
+                    pause.enter_context(collector_paused())
                     found = [await c.fetchall() for c in cursors]
-                    values = decode(row, found)
-                    del found
+                values = decode(row, found)
+                del found
             return row, values
         except Exception as error:
             _raise_ours(error, conversation_id)
