@@ -188,9 +188,20 @@ def _message(row: Row) -> StoredMessage:
 
 def _in_window_order(rows: list[Row]) -> list[Row]:
     """A whole window's rows, which the server sends in no order, sorted by
-    their window key (the last column; `sql._one_of` says why)."""
-    rows.sort(key=itemgetter(-1))
+    their window key: the last two columns, the message's seq and, where it
+    differs, its sort key (`sql._one_of` says why). Python compares an int
+    with a Decimal exactly."""
+    inserted = list(map(itemgetter(-1), rows))
+    if inserted.count(None) == len(inserted):  # the usual window: keys are seqs
+        rows.sort(key=itemgetter(-2))
+    else:
+        rows.sort(key=_window_key)
     return rows
+
+
+def _window_key(row: Row) -> Any:
+    inserted = row[-1]
+    return row[-2] if inserted is None else inserted
 
 
 def _check_readable(conversation_id: uuid.UUID, tenant: str, row: Row | None) -> Row:
@@ -1324,7 +1335,7 @@ class PostgresStorage:
             profile, slots, window = found
             bodies = (
                 (appended["message"], None if edit is None else edit["content"])
-                for appended, edit, _ in _in_window_order(window)
+                for appended, edit, _, _ in _in_window_order(window)
             )
             return profile, slots, decode_messages(bodies)
 
