@@ -258,10 +258,17 @@ def _instances(cls: type[M], values: Iterable[dict[str, Any]]) -> list[M]:
     return instances
 
 
-def decode_messages(bodies: Iterable[tuple[Mapping[str, Any], Any]]) -> list[Message]:
-    """`decode_message` of each (message JSON, edited content or None): a
-    whole window's worth, as the assembler reads it."""
-    return _instances(Message, (_fields(data, content) for data, content in bodies))
+def decode_window(rows: Iterable[Sequence[Any]]) -> list[Message]:
+    """The window's messages from rows that start (the message's event
+    JSON, its latest edit's event JSON or None), as the assembler reads
+    them (`store.postgres.sql.ASSEMBLY_WINDOW`). The fields of all of them
+    are made in one comprehension, then the instances in one loop: a
+    generator per layer (rows to bodies to fields) was a sixth of decoding
+    a 5,000-message window."""
+    return _instances(
+        Message,
+        [_fields(row[0]["message"], None if row[1] is None else row[1]["content"]) for row in rows],
+    )
 
 
 def decode_stored(

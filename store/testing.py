@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from store.codec import decode_messages, decode_stored, message_text
+from store.codec import decode_stored, decode_window, message_text
 from store.commands import Head, Limits
 from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
@@ -905,13 +905,12 @@ class MemoryStorage:
         profile, slots = await self.agent(conversation_id, tenant, agent_id)
         seqs = self._window_seqs(conversation_id, row, None, agent_id)
         views = self._tables.views[conversation_id]
-        bodies = []
+        rows = []  # as the PostgreSQL storage reads them: each event's JSON
         for seq in seqs:
             body = _event(self._tables, conversation_id, views.messages[seq].event_version).data
             edit = views.edits.get(seq)
-            content = _event(self._tables, conversation_id, edit).data["content"] if edit else None
-            bodies.append((body["message"], content))
-        return AssemblyInput(window=decode_messages(bodies), profile=profile, slots=slots)
+            rows.append((body, _event(self._tables, conversation_id, edit).data if edit else None))
+        return AssemblyInput(window=decode_window(rows), profile=profile, slots=slots)
 
     async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
         """A scan of the tenant's messages (store.search: the same filters,

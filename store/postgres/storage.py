@@ -75,7 +75,7 @@ from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from store.codec import collector_paused, decode_messages, decode_stored_rows, message_text
+from store.codec import collector_paused, decode_stored_rows, decode_window, message_text
 from store.commands import Head
 from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
@@ -1333,11 +1333,7 @@ class PostgresStorage:
 
         def decode(_: Row, found: list[list[Row]]) -> tuple[Any, Any, list[Message]]:
             profile, slots, window = found
-            bodies = (
-                (appended["message"], None if edit is None else edit["content"])
-                for appended, edit, _, _ in _in_window_order(window)
-            )
-            return profile, slots, decode_messages(bodies)
+            return profile, slots, decode_window(_in_window_order(window))
 
         _, (profile, slots, messages) = await self._read_into(
             conversation_id,
