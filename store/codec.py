@@ -267,8 +267,19 @@ def decode_window(rows: Iterable[Sequence[Any]]) -> list[Message]:
     a 5,000-message window."""
     return _instances(
         Message,
-        [_fields(row[0]["message"], None if row[1] is None else row[1]["content"]) for row in rows],
+        [
+            _fields(row[0]["message"], None) if row[1] is None else _edited(row[0], row[1])
+            for row in rows
+        ],
     )
+
+
+def _edited(appended: Mapping[str, Any], edit: Mapping[str, Any]) -> dict[str, Any]:
+    """An edited message's fields: the edit's content, and its token
+    estimate rather than the original's."""
+    values = _fields(appended["message"], edit["content"])
+    values["token_estimate"] = edit.get("token_estimate")
+    return values
 
 
 def decode_stored(

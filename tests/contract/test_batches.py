@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from store.commands import Limits
+from store.conversation_keys import conversation_key, stream_id
 from store.errors import BoundaryError, InvalidMessage, InvalidOperation
-from store.messages import MessageKind, TextPart
+from store.messages import MAIN_AGENT, MessageKind, TextPart
 from store.repository import BatchResult, Repository
 from tests.contract.conftest import (
     RepositoryFactory,
@@ -396,6 +397,24 @@ async def test_replace_edits_a_message_in_place(
     # Batch operations see the new text.
     await repository.filter(conversation_id, content_contains=["edited"])
     assert await _window(repository, conversation_id) == [1]
+
+
+async def test_the_payloads_input_holds_an_edits_content_and_token_estimate(
+    repository: Repository, conversation_id: str
+) -> None:
+    [original] = await append_texts(repository, conversation_id, "U")
+    await repository.replace(conversation_id, 1, "a much longer question, edited " * 20)
+
+    [edited] = await repository.visible_window(conversation_id)
+    found = await repository.storage.assembly_input(
+        stream_id(repository.tenant, conversation_key(conversation_id)),
+        repository.tenant,
+        MAIN_AGENT,
+    )
+    [message] = found.window
+    assert message.content == edited.content
+    assert message.token_estimate == edited.token_estimate
+    assert edited.token_estimate != original.token_estimate
 
 
 async def test_replace_with_content_parts(repository: Repository, conversation_id: str) -> None:
