@@ -399,24 +399,6 @@ async def test_replace_edits_a_message_in_place(
     assert await _window(repository, conversation_id) == [1]
 
 
-async def test_the_payloads_input_holds_an_edits_content_and_token_estimate(
-    repository: Repository, conversation_id: str
-) -> None:
-    [original] = await append_texts(repository, conversation_id, "U")
-    await repository.replace(conversation_id, 1, "a much longer question, edited " * 20)
-
-    [edited] = await repository.visible_window(conversation_id)
-    found = await repository.storage.assembly_input(
-        stream_id(repository.tenant, conversation_key(conversation_id)),
-        repository.tenant,
-        MAIN_AGENT,
-    )
-    [message] = found.window
-    assert message.content == edited.content
-    assert message.token_estimate == edited.token_estimate
-    assert edited.token_estimate != original.token_estimate
-
-
 async def test_replace_with_content_parts(repository: Repository, conversation_id: str) -> None:
     await append_texts(repository, conversation_id, "U")
     await repository.replace(conversation_id, 1, (TextPart(text="as parts"),))
@@ -467,6 +449,14 @@ async def test_replace_updates_the_token_estimate(
     assert edited.token_estimate is not None
     assert original.token_estimate is not None
     assert edited.token_estimate > original.token_estimate
+    # The payload's input holds the edit's content and estimate too.
+    found = await repository.storage.assembly_input(
+        stream_id(repository.tenant, conversation_key(conversation_id)),
+        repository.tenant,
+        MAIN_AGENT,
+    )
+    [message] = found.window
+    assert (message.content, message.token_estimate) == (edited.content, edited.token_estimate)
 
 
 # --- rollback and reading older batches --------------------------------------------
