@@ -1050,6 +1050,8 @@ class PostgresStorage:
         tenant: str,
         statements: Sequence[tuple[str, Mapping[str, Any]]],
         decode: Callable[[Row, list[list[Row]]], T],
+        *,
+        window: tuple[Mapping[bool, str], Mapping[str, Any]] | None = None,
     ) -> tuple[Row, T]:
         """`_read`, the rows made into values by `decode(row, found)`: the
         collector is paused from when they are here until they are values,
@@ -1057,15 +1059,34 @@ class PostgresStorage:
         them (store.codec, `collector_paused`). The pause starts after the
         pipeline's sync, so it spans no query and no wait for a connection,
         only the connection's return (its commit); the decoding runs after
-        that return, not holding a connection of the pool."""
+        that return, not holding a connection of the pool.
+
+        `window`: an agent's whole window read last, (`sql.AGENT_WINDOW` or
+        another such pair, its parameters with `agent`): the statement for
+        the batch the conversation's row names (`sql.agent_window_of`), sent
+        once that row is here: one round trip more."""
         try:
             with contextlib.ExitStack() as pause:
                 async with pooled(self.pool) as conn:
                     async with conn.pipeline():
-                        head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
+                        if window is None:
+                            head = await conn.execute(sql.CONVERSATION, {"cid": conversation_id})
+                        else:
+                            head = await conn.execute(sql.CONVERSATION_OF_AGENT, window[1])
                         cursors = [await conn.execute(s, p) for s, p in statements]
-                    # Leaving the pipeline synced once; the results are here.
-                    row = _check_readable(conversation_id, tenant, await head.fetchone())
+                        found_row = None
+                        if window is not None:
+                            # Fetching flushes the pipeline: the row is here
+                            # after one round trip, the statements before it too.
+                            found_row = await head.fetchone()
+                            batch = _check_readable(conversation_id, tenant, found_row)[-1]
+                            statement = window[0][batch == 1]
+                            params = {**window[1], "batch": batch}
+                            cursors.append(await conn.execute(statement, params))
+                    # Leaving the pipeline synced it; the results are here.
+                    if window is None:
+                        found_row = await head.fetchone()
+                    row = _check_readable(conversation_id, tenant, found_row)
                     pause.enter_context(collector_paused())
                     found = [await c.fetchall() for c in cursors]
                 values = decode(row, found)
@@ -1130,14 +1151,18 @@ class PostgresStorage:
     async def window(
         self, conversation_id: uuid.UUID, tenant: str, *, batch: int | None, agent_id: str | None
     ) -> list[StoredMessage]:
+        def decode(_: Row, found: list[list[Row]]) -> list[StoredMessage]:
+            return decode_stored_rows(_in_window_order(found[0]))
+
+        if batch is None and agent_id is not None:
+            params = {"cid": conversation_id, "agent": agent_id}
+            _, messages = await self._read_into(
+                conversation_id, tenant, [], decode, window=(sql.AGENT_WINDOW, params)
+            )
+            return messages
         statement = sql.window(batch=batch is not None, agent=agent_id is not None)
         params = {"cid": conversation_id, "batch": batch, "agent": agent_id}
-        _, messages = await self._read_into(
-            conversation_id,
-            tenant,
-            [(statement, params)],
-            lambda _, found: decode_stored_rows(_in_window_order(found[0])),
-        )
+        _, messages = await self._read_into(conversation_id, tenant, [(statement, params)], decode)
         return messages
 
     async def recent_in_window(
@@ -1344,8 +1369,9 @@ class PostgresStorage:
         _, (profile, slots, messages) = await self._read_into(
             conversation_id,
             tenant,
-            [(sql.PROFILE, params), (sql.SLOTS, params), (sql.ASSEMBLY_WINDOW, params)],
+            [(sql.PROFILE, params), (sql.SLOTS, params)],
             decode,
+            window=(sql.ASSEMBLY_WINDOW, params),
         )
         return AssemblyInput(
             window=messages,

@@ -123,4 +123,9 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
             }
             _scans_by_key(conn, sql.recent_in_window(agent=agent), params)
         _scans_by_key(conn, sql.COUNT_IN_WINDOW, {"cid": cid})
-        _scans_by_key(conn, sql.ASSEMBLY_WINDOW, {"cid": cid, "agent": "main"})
+        # The agent's window after a compaction: its batch is read first.
+        agent = {"cid": cid, "agent": "main"}
+        head = conn.execute(sql.CONVERSATION_OF_AGENT, agent).fetchone()
+        assert head is not None and head[-1] > 1
+        for statements in (sql.ASSEMBLY_WINDOW, sql.AGENT_WINDOW):
+            _scans_by_key(conn, statements[False], {**agent, "batch": head[-1]})
