@@ -126,6 +126,7 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
         # The agent's window after a compaction: its batch is read first.
         agent = {"cid": cid, "agent": "main"}
         head = conn.execute(sql.CONVERSATION_OF_AGENT, agent).fetchone()
-        assert head is not None and head[-1] > 1
+        assert head is not None
+        assert head[-1] > 1
         for statements in (sql.ASSEMBLY_WINDOW, sql.AGENT_WINDOW):
             _scans_by_key(conn, statements[False], {**agent, "batch": head[-1]})
