@@ -124,9 +124,9 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
             _scans_by_key(conn, sql.recent_in_window(agent=agent), params)
         _scans_by_key(conn, sql.COUNT_IN_WINDOW, {"cid": cid})
         # The agent's window after a compaction: its batch is read first.
-        agent = {"cid": cid, "agent": "main"}
-        head = conn.execute(sql.CONVERSATION_OF_AGENT, agent).fetchone()
+        main = {"cid": cid, "agent": "main"}
+        head = conn.execute(sql.CONVERSATION_OF_AGENT, main).fetchone()
         assert head is not None
         assert head[-1] > 1
         for statements in (sql.ASSEMBLY_WINDOW, sql.AGENT_WINDOW):
-            _scans_by_key(conn, statements[False], {**agent, "batch": head[-1]})
+            _scans_by_key(conn, statements[False], {**main, "batch": head[-1]})
