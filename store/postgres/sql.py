@@ -226,8 +226,10 @@ def window(*, batch: bool, agent: bool, page: bool = False) -> str:
     `%(limit)s`, each with its sort key (the next page's cursor)."""
     if not batch and not agent:
         return _every_window(page=page)
-    if not batch:  # the whole window is read by `AGENT_WINDOW`, once its batch is known
-        return _agent_window(_WINDOW_OUTPUT, page=page)
+    if not batch:
+        if not page:
+            raise ValueError("an agent's whole window: AGENT_WINDOW, once its batch is known")
+        return _agent_window_page(_WINDOW_OUTPUT)
     on, conditions = _window_conditions(batch=batch, agent=agent)
     return _one_of(_from_each_source(conditions, "true", on=on), _WINDOW_OUTPUT, page=page)
 
@@ -333,7 +335,7 @@ def _later_batch(batch: str, gate: str) -> list[Branch]:
     return _from_each_source(conditions, gate, by_key=True)
 
 
-def _agent_window(output: str, *, page: bool) -> str:
+def _agent_window_page(output: str) -> str:
     """A page of the agent's window, in one statement: both ways as gated
     branches, of which only the one for the agent's batch runs."""
     return _one_of(
@@ -342,16 +344,14 @@ def _agent_window(output: str, *, page: bool) -> str:
             *_later_batch(_BATCH_OF_AGENT, f"{_BATCH_OF_AGENT} <> 1"),
         ],
         output,
-        page=page,
+        page=True,
     )
 
 
 # A whole window is read once its batch is known (`CONVERSATION_OF_AGENT`
 # read first): the statement for that batch alone, `%(batch)s` for a later
-# one. Gated, every read planned all three branches and ran each row up
-# through the gates' levels: 2.0-2.3 ms against 1.0-1.3 ms of planning on a
-# new connection, 4.2 against 2.7 ms of server time for 5,000 messages; a
-# cold 5,000-message payload build took 2-4 ms less, for one round trip more.
+# one, rather than the gated branches a page uses (docs/storage.md,
+# "Whole-window reads", says what that saves and costs).
 def agent_window_of(output: str, *, first: bool) -> str:
     """Agent `%(agent)s`'s whole window, in no order (`_one_of`), when its
     batch is 1 (`first`) or `%(batch)s`."""

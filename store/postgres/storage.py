@@ -1074,19 +1074,18 @@ class PostgresStorage:
                         else:
                             head = await conn.execute(sql.CONVERSATION_OF_AGENT, window[1])
                         cursors = [await conn.execute(s, p) for s, p in statements]
-                        found_row = None
                         if window is not None:
                             # Fetching flushes the pipeline: the row is here
                             # after one round trip, the statements before it too.
-                            found_row = await head.fetchone()
-                            batch = _check_readable(conversation_id, tenant, found_row)[-1]
-                            statement = window[0][batch == 1]
-                            params = {**window[1], "batch": batch}
-                            cursors.append(await conn.execute(statement, params))
-                    # Leaving the pipeline synced it; the results are here.
-                    if window is None:
-                        found_row = await head.fetchone()
-                    row = _check_readable(conversation_id, tenant, found_row)
+                            row = _check_readable(conversation_id, tenant, await head.fetchone())
+                            statements_by_first, params = window
+                            cursors.append(
+                                await conn.execute(
+                                    statements_by_first[row[-1] == 1], {**params, "batch": row[-1]}
+                                )
+                            )
+                    if window is None:  # leaving the pipeline synced it: the row is here
+                        row = _check_readable(conversation_id, tenant, await head.fetchone())
                     pause.enter_context(collector_paused())
                     found = [await c.fetchall() for c in cursors]
                 values = decode(row, found)
