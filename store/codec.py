@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -277,6 +278,27 @@ def _instances(cls: type[M], values: Iterable[dict[str, Any]]) -> list[M]:
             set_private(instance, None)
             append(instance)
     return instances
+
+
+def decode_row(row: Sequence[Any]) -> Message:
+    """One row of a window (as `decode_window` reads them) as a `Message`."""
+    return _build(
+        Message, _fields(row[0]["message"], None) if row[1] is None else _edited(*row[:2])
+    )
+
+
+@dataclass(frozen=True)
+class StoredWindow:
+    """A window as the log keeps it: per message, in window order, a row
+    that starts (the message's event JSON, its latest edit's event JSON or
+    None). What a payload build reads: most builds render the rows' JSON
+    without making a `Message` of each (`store.assembler.plain`); the others
+    decode them (`messages`)."""
+
+    rows: Sequence[Sequence[Any]]
+
+    def messages(self) -> list[Message]:
+        return decode_window(self.rows)
 
 
 def decode_window(rows: Iterable[Sequence[Any]]) -> list[Message]:

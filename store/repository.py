@@ -1035,11 +1035,11 @@ class Repository:
     ) -> Assembly:
         """The payload of this agent's next LLM call, from its visible window
         and its context slots as they are now."""
-        from store.assembler import assemble
+        from store.assembler import assemble_stored
 
         found = await self.storage.assembly_input(conversation_id, self.tenant, agent_id)
         with collector_paused():  # a payload of thousands of small dicts: see store.codec
-            return assemble(
+            return assemble_stored(
                 found.window,
                 profile=found.profile,
                 slots=found.slots,

@@ -29,12 +29,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
+from store.codec import StoredWindow
 from store.commands import ConversationState
 from store.compaction.candidates import CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots
 from store.feed import ChangedConversation, FeedEvent, FeedPage
 from store.listing import ConversationQuery, Listed
-from store.messages import Message, Role, StoredMessage
+from store.messages import Role, StoredMessage
 from store.projections.projector import Changes, Recorded, ViewHead
 from store.records import FeedPosition, RecordedEvent
 from store.search import SearchPage, SearchQuery
@@ -231,10 +232,11 @@ class RebuildSession(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class AssemblyInput:
-    """What a payload build reads, in one go: the agent's visible window,
-    its profile and its context slots."""
+    """What a payload build reads, in one go: the agent's visible window
+    (as stored: `StoredWindow.messages` decodes it), its profile and its
+    context slots."""
 
-    window: list[Message]
+    window: StoredWindow
     profile: AgentProfile
     slots: ContextSlots
 

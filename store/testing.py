@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from store.codec import decode_stored, decode_window, message_text
+from store.codec import StoredWindow, decode_stored, message_text
 from store.commands import Head, Limits
 from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
@@ -910,7 +910,7 @@ class MemoryStorage:
             body = _event(self._tables, conversation_id, views.messages[seq].event_version).data
             edit = views.edits.get(seq)
             rows.append((body, _event(self._tables, conversation_id, edit).data if edit else None))
-        return AssemblyInput(window=decode_window(rows), profile=profile, slots=slots)
+        return AssemblyInput(window=StoredWindow(rows), profile=profile, slots=slots)
 
     async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
         """A scan of the tenant's messages (store.search: the same filters,

@@ -28,6 +28,7 @@ from store.assembler.options import (
     ReminderStyle,
 )
 from store.assembler.placement import special_block_index
+from store.assembler.plain import assemble_stored
 from store.assembler.rules.violation import Violation
 from store.assembler.special_block import render_todo, special_block
 from store.assembler.validate import InvalidPayload, ensure_valid, validate
@@ -50,6 +51,7 @@ __all__ = [
     "StablePrefix",
     "Violation",
     "assemble",
+    "assemble_stored",
     "ensure_valid",
     "parse_format",
     "parse_tool_calls",

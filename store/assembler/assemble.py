@@ -18,12 +18,20 @@ The pipeline, in order (each step in its own module):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from store.assembler.budget import trim_to_budget
-from store.assembler.diagnostics import BudgetTrim, Diagnostics, Repair, SpecialBlockPlacement
+from store.assembler.diagnostics import (
+    BudgetTrim,
+    Diagnostics,
+    Repair,
+    SpecialBlockPlacement,
+    StablePrefix,
+)
 from store.assembler.errors import EmptyWindow
 from store.assembler.fingerprint import stable_prefix
 from store.assembler.formats import anthropic, gemini, openai_chat, openai_responses, xml_tools
@@ -35,23 +43,40 @@ from store.assembler.reminders import inline_reminders
 from store.assembler.repair import normalise_window
 from store.assembler.sanitize import sanitize_window
 from store.assembler.special_block import SPECIAL_SLOT, special_block
-from store.assembler.system_prompt import choose_system_prompt
+from store.assembler.system_prompt import SystemPromptChoice, choose_system_prompt
 from store.context import AgentProfile, ContextSlots
 from store.messages import Message
-from store.tokens import estimate_messages_tokens
+from store.tokens import TokenCounter, estimate_messages_tokens
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Assembly:
     """The request body for the provider SDK, and what was decided to build it.
 
     `messages` is the neutral list the positions in the diagnostics index
-    into: the system prompt (if any) first, then the placed history.
+    into: the system prompt (if any) first, then the placed history. It is
+    made when first read (`messages_of()`): a build from stored JSON
+    (`store.assembler.plain`) makes no `Message` until then.
     """
 
     payload: dict[str, Any]
     diagnostics: Diagnostics
-    messages: tuple[Message, ...]
+    messages_of: Callable[[], tuple[Message, ...]] = field(repr=False)
+
+    @cached_property
+    def messages(self) -> tuple[Message, ...]:
+        return self.messages_of()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Assembly):
+            return NotImplemented
+        return (self.payload, self.diagnostics, self.messages) == (
+            other.payload,
+            other.diagnostics,
+            other.messages,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # holds a dict: as a dataclass with eq would
 
 
 # Where each format's messages go: none of them takes an empty list.
@@ -62,6 +87,69 @@ _MESSAGE_LIST = {
     ProviderFormat.GEMINI: "contents",
     ProviderFormat.XML_TOOLS: "messages",
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Frame:
+    """What a build adds around the window: the system prompt (as chosen
+    for the agent), the special block's messages, and their token estimate."""
+
+    agent_id: str
+    choice: SystemPromptChoice
+    system: Message | None
+    block: list[Message]
+    tokens: int
+
+    @classmethod
+    def of(cls, profile: AgentProfile, slots: ContextSlots, count: TokenCounter) -> Frame:
+        choice = choose_system_prompt(profile)
+        system = (
+            Message(role="system", content=choice.text, agent_id=profile.agent_id)
+            if choice.text is not None
+            else None
+        )
+        block = special_block(choice.role_definition, slots, agent_id=profile.agent_id)
+        tokens = sum(estimate_messages_tokens([*([system] if system else []), *block], count))
+        return cls(
+            agent_id=profile.agent_id, choice=choice, system=system, block=block, tokens=tokens
+        )
+
+    def diagnostics(
+        self,
+        *,
+        format: ProviderFormat,
+        options: AssembleOptions,
+        at: int,
+        history_size: int,
+        repairs: tuple[Repair, ...],
+        history_tokens: int,
+        stable_prefix: StablePrefix,
+        cache_breakpoints: tuple[str, ...],
+        dropped_by_budget: BudgetTrim | None,
+    ) -> Diagnostics:
+        """The build's diagnostics, its special block placed at `at` in a
+        history of `history_size` messages."""
+        block = self.block
+        offset = 1 if self.system is not None else 0
+        return Diagnostics(
+            format=format.value,
+            agent_id=self.agent_id,
+            system_prompt_source=self.choice.source,
+            special_block=SpecialBlockPlacement(
+                policy=options.policy.value,
+                n=options.effective_n,
+                index=at + offset if block else None,
+                count=len(block),
+                slots=tuple(str(m.metadata[SPECIAL_SLOT]) for m in block),
+                distance_from_end=history_size - at if block else None,
+            ),
+            repairs=repairs,
+            token_estimate=self.tokens + history_tokens,
+            message_count=offset + history_size + len(block),
+            stable_prefix=stable_prefix,
+            cache_breakpoints=cache_breakpoints,
+            dropped_by_budget=dropped_by_budget,
+        )
 
 
 def parse_format(format: ProviderFormat | str) -> ProviderFormat:
@@ -97,22 +185,16 @@ def assemble(
     options = options or AssembleOptions()
     provider = parse_format(format)
     count = options.token_counter
-    choice = choose_system_prompt(profile)
-    system = (
-        Message(role="system", content=choice.text, agent_id=profile.agent_id)
-        if choice.text is not None
-        else None
-    )
+    frame = Frame.of(profile, slots, count)
+    choice, system, block, fixed = frame.choice, frame.system, frame.block, frame.tokens
 
     agent_id = profile.agent_id
     window, repairs = sanitize_window([m for m in messages if m.agent_id == agent_id])
     history, repaired = normalise_window(window, repair=options.repair)
     repairs.extend(repaired)
-    block = special_block(choice.role_definition, slots, agent_id=profile.agent_id)
 
     # Token estimates are computed once per message and shared by the budget,
     # the stable prefix and the diagnostics.
-    fixed = sum(estimate_messages_tokens([*([system] if system else []), *block], count))
     costs: list[int] | None = None
     trim: BudgetTrim | None = None
     if options.token_budget is not None:
@@ -128,7 +210,6 @@ def assemble(
 
     at = special_block_index(history, policy=options.policy, n=options.effective_n)
     placed = [*history[:at], *block, *history[at:]]
-    offset = 1 if system is not None else 0
     before_block = at if block else len(history)
     # Without costs yet, the prefix's are estimated in the fingerprint's pass.
     prefix, prefix_tokens = stable_prefix(
@@ -155,24 +236,19 @@ def assemble(
         raise EmptyWindow(provider.value, profile.agent_id)
 
     neutral = (*([system] if system else []), *placed)
-    all_repairs: tuple[Repair, ...] = (*repairs, *rendered.repairs)
-    diagnostics = Diagnostics(
-        format=provider.value,
-        agent_id=profile.agent_id,
-        system_prompt_source=choice.source,
-        special_block=SpecialBlockPlacement(
-            policy=options.policy.value,
-            n=options.effective_n,
-            index=at + offset if block else None,
-            count=len(block),
-            slots=tuple(str(m.metadata[SPECIAL_SLOT]) for m in block),
-            distance_from_end=len(history) - at if block else None,
-        ),
-        repairs=all_repairs,
-        token_estimate=fixed + history_tokens,
-        message_count=len(neutral),
+    diagnostics = frame.diagnostics(
+        format=provider,
+        options=options,
+        at=at,
+        history_size=len(history),
+        repairs=(*repairs, *rendered.repairs),
+        history_tokens=history_tokens,
         stable_prefix=prefix,
         cache_breakpoints=rendered.cache_breakpoints,
         dropped_by_budget=trim,
     )
-    return Assembly(payload=rendered.payload, diagnostics=diagnostics, messages=neutral)
+    return Assembly(
+        payload=rendered.payload,
+        diagnostics=diagnostics,
+        messages_of=functools.partial(tuple, neutral),
+    )

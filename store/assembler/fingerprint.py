@@ -43,7 +43,7 @@ feeding one running hash.)
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from hashlib import sha256
 from typing import Any
 
@@ -171,17 +171,38 @@ def stable_prefix(
     """
     messages = tuple(prefix)
     message_tokens = sum(costs if costs is not None else estimate_messages_tokens(messages, count))
-    tokens = message_tokens
-    if system_prompt is not None:
-        tokens += count(system_prompt)
-    return (
-        StablePrefix.of(
-            functools.partial(_digest, format, system_prompt, messages),
-            tokens=tokens,
-            message_count=len(messages) + (system_prompt is not None),
-        ),
-        message_tokens,
+    prefix_value = prefix_of(
+        format=format,
+        system_prompt=system_prompt,
+        messages=functools.partial(tuple, messages),
+        message_count=len(messages),
+        tokens=message_tokens + (0 if system_prompt is None else count(system_prompt)),
     )
+    return prefix_value, message_tokens
+
+
+def prefix_of(
+    *,
+    format: str,
+    system_prompt: str | None,
+    messages: Callable[[], Sequence[Message]],
+    message_count: int,
+    tokens: int,
+) -> StablePrefix:
+    """The stable prefix of `message_count` messages, which `messages()`
+    gives when its fingerprint is first read (a build that renders stored
+    JSON makes them only then); `tokens`: the system prompt's included."""
+    return StablePrefix.of(
+        functools.partial(_digest_of, format, system_prompt, messages),
+        tokens=tokens,
+        message_count=message_count + (system_prompt is not None),
+    )
+
+
+def _digest_of(
+    format: str, system_prompt: str | None, messages: Callable[[], Sequence[Message]]
+) -> str:
+    return _digest(format, system_prompt, messages())
 
 
 def _digest(format: str, system_prompt: str | None, prefix: Sequence[Message]) -> str:

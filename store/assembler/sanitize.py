@@ -38,7 +38,7 @@ def non_finite_text(number: float) -> str:
 _SCALARS = (str, int, bool, type(None))
 
 
-def _has_non_finite(value: Any) -> bool:
+def has_non_finite(value: Any) -> bool:
     """Whether a non-finite number is anywhere in `value` (parsed JSON); the
     common case, a small object of strings and integers, in a few steps."""
     if isinstance(value, dict):
@@ -53,7 +53,7 @@ def _has_non_finite(value: Any) -> bool:
         if item.__class__ is float:
             if item - item != 0.0:  # NaN - NaN and inf - inf are NaN
                 return True
-        elif _has_non_finite(item):
+        elif has_non_finite(item):
             return True
     return False
 
@@ -122,7 +122,7 @@ def sanitize_window(messages: Sequence[Message]) -> tuple[list[Message], list[Re
                     )
                 )
             seen.add(fixed.id)
-            if call.arguments and _has_non_finite(call.arguments):
+            if call.arguments and has_non_finite(call.arguments):
                 paths = ", ".join(_non_finite_paths(call.arguments, ""))
                 fixed = fixed.model_copy(update={"arguments": finite(call.arguments)})
                 repairs.append(

@@ -75,7 +75,7 @@ from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from store.codec import collector_paused, decode_stored_rows, decode_window, message_text
+from store.codec import StoredWindow, collector_paused, decode_stored_rows, message_text
 from store.commands import Head
 from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
@@ -88,7 +88,7 @@ from store.feed import (
     event_from_row,
 )
 from store.listing import ConversationCursor, ConversationQuery, Listed
-from store.messages import ROLES, Message, Role, StoredMessage
+from store.messages import ROLES, Role, StoredMessage
 from store.postgres import feed, search, sql
 from store.postgres.driver_errors import translate
 from store.postgres.feed_signal import FeedSignal
@@ -1361,9 +1361,9 @@ class PostgresStorage:
     ) -> AssemblyInput:
         params = {"cid": conversation_id, "agent": agent_id}
 
-        def decode(_: Row, found: list[list[Row]]) -> tuple[Any, Any, list[Message]]:
+        def decode(_: Row, found: list[list[Row]]) -> tuple[Any, Any, StoredWindow]:
             profile, slots, window = found
-            return profile, slots, decode_window(_in_window_order(window))
+            return profile, slots, StoredWindow(_in_window_order(window))
 
         _, (profile, slots, messages) = await self._read_into(
             conversation_id,

@@ -455,7 +455,7 @@ async def test_replace_updates_the_token_estimate(
         repository.tenant,
         MAIN_AGENT,
     )
-    [message] = found.window
+    [message] = found.window.messages()
     assert (message.content, message.token_estimate) == (edited.content, edited.token_estimate)
 
 
