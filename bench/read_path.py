@@ -130,8 +130,11 @@ def counted(results: dict[str, int], name: str, read: Callable[[], Awaitable[Any
 
     async def action(_: int) -> None:
         result = await read()
-        # An Assembly: its neutral message list (system prompt + history).
-        results[name] = len(getattr(result, "messages", result))
+        # An Assembly counts its neutral message list (system prompt +
+        # history) in its diagnostics: reading `messages` would make them,
+        # which a caller that sends the payload never does (store.assembler.plain).
+        diagnostics = getattr(result, "diagnostics", None)
+        results[name] = len(result) if diagnostics is None else diagnostics.message_count
 
     return action
 

@@ -43,11 +43,12 @@ feeding one running hash.)
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from hashlib import sha256
 from typing import Any
 
 from store.assembler.diagnostics import StablePrefix
+from store.codec import STORED_DEFAULT_KIND, decode_row, decode_window
 from store.json_text import sorted_json
 from store.messages import Message, ToolCall
 from store.tokens import TokenCounter, arguments_text, estimate_messages_tokens
@@ -171,38 +172,57 @@ def stable_prefix(
     """
     messages = tuple(prefix)
     message_tokens = sum(costs if costs is not None else estimate_messages_tokens(messages, count))
-    prefix_value = prefix_of(
-        format=format,
-        system_prompt=system_prompt,
-        messages=functools.partial(tuple, messages),
-        message_count=len(messages),
-        tokens=message_tokens + (0 if system_prompt is None else count(system_prompt)),
-    )
-    return prefix_value, message_tokens
-
-
-def prefix_of(
-    *,
-    format: str,
-    system_prompt: str | None,
-    messages: Callable[[], Sequence[Message]],
-    message_count: int,
-    tokens: int,
-) -> StablePrefix:
-    """The stable prefix of `message_count` messages, which `messages()`
-    gives when its fingerprint is first read (a build that renders stored
-    JSON makes them only then); `tokens`: the system prompt's included."""
-    return StablePrefix.of(
-        functools.partial(_digest_of, format, system_prompt, messages),
-        tokens=tokens,
-        message_count=message_count + (system_prompt is not None),
+    tokens = message_tokens
+    if system_prompt is not None:
+        tokens += count(system_prompt)
+    return (
+        StablePrefix.of(
+            functools.partial(_digest, format, system_prompt, messages),
+            tokens=tokens,
+            message_count=len(messages) + (system_prompt is not None),
+        ),
+        message_tokens,
     )
 
 
-def _digest_of(
-    format: str, system_prompt: str | None, messages: Callable[[], Sequence[Message]]
-) -> str:
-    return _digest(format, system_prompt, messages())
+def digest_rows(format: str, system_prompt: str | None, rows: Sequence[Sequence[Any]]) -> str:
+    """`fingerprint(...)` of the messages stored as `rows` (each starts with
+    the message's event JSON and its latest edit's or None, as
+    `store.codec.StoredWindow` holds them), read off the JSON: the same
+    text, without making a `Message` of each row, which was two thirds of
+    the fingerprint of a 5,000-message prefix built from stored JSON
+    (store.assembler.plain). A row with parts or reasoning, whose record
+    needs their models' full JSON, is decoded."""
+    if not _EXACT:
+        return _digest(format, system_prompt, decode_window(rows))
+    digest = sha256(_header(format, system_prompt))
+    update = digest.update
+    field = _field
+    for row in rows:
+        message, edit = row[0]["message"], row[1]
+        content = message.get("content", "") if edit is None else edit["content"]
+        if content.__class__ is not str or message.get("reasoning"):
+            update(message_record(decode_row(row)).encode())
+            continue
+        role = message["role"]
+        kind = message.get("kind") or STORED_DEFAULT_KIND[role].value
+        calls = message.get("tool_calls")
+        if calls:
+            calls_field = field(
+                "".join(
+                    f"{len(c['id'])}:{c['id']}{len(c['name'])}:{c['name']}{len(text)}:{text}"
+                    for c in calls
+                    for text in (arguments_text(c.get("arguments", {})),)
+                )
+            )
+        else:
+            calls_field = "0:"
+        update(
+            f"{role}\n{kind}\n{'1' if message.get('is_error') else '0'}\n"
+            f"{field(message.get('tool_call_id'))}\n{calls_field}\n0:\n"
+            f"s{len(content)}:{content}\n".encode()
+        )
+    return digest.hexdigest()
 
 
 def _digest(format: str, system_prompt: str | None, prefix: Sequence[Message]) -> str:

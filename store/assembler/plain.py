@@ -10,12 +10,12 @@ the passes 18, against 25 for the fetch (docs/assembler.md, "Plain
 windows"). Here one loop over the rows' dicts renders each message and
 checks that it is plain; the first that is not hands the whole window to
 `assemble`, which decodes it. The neutral messages (`Assembly.messages`)
-and the stable prefix's fingerprint are decoded only when read, and the
-special block is placed on a view that decodes only the messages the
-policy looks at.
+are decoded only when read; the stable prefix's fingerprint, when read, is
+hashed off the rows (`fingerprint.digest_rows`); the special block is
+placed on a view that decodes only the messages the policy looks at.
 
 Only OpenAI Chat has a plain renderer so far (`_PLAIN`): every other
-format takes the general path. `tests/property/test_plain_window.py` holds
+format takes the general path. `tests/unit/assembler/test_plain.py` holds
 the two paths equal, value for value, on windows that are plain and on
 windows that are not.
 """
@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 from store.assembler.assemble import Assembly, Frame, assemble, parse_format
-from store.assembler.fingerprint import prefix_of
+from store.assembler.diagnostics import StablePrefix
+from store.assembler.fingerprint import digest_rows
 from store.assembler.formats.common import arguments_json
 from store.assembler.formats.openai_chat import render_message
 from store.assembler.options import AssembleOptions, ProviderFormat, ReminderStyle
@@ -100,12 +101,10 @@ def _assembly(
     )
     system_prompt = frame.choice.text
     prefix_tokens = sum(costs[:at])
-    prefix = prefix_of(
-        format=provider.value,
-        system_prompt=system_prompt,
-        messages=functools.partial(decode_window, rows[:at]),
-        message_count=at,
+    prefix = StablePrefix.of(
+        functools.partial(digest_rows, provider.value, system_prompt, rows[:at]),
         tokens=prefix_tokens + (0 if system_prompt is None else approximate_tokens(system_prompt)),
+        message_count=at + (system_prompt is not None),
     )
     payload_messages: list[dict[str, Any]] = (
         [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
