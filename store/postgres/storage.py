@@ -1361,6 +1361,8 @@ class PostgresStorage:
     ) -> AssemblyInput:
         params = {"cid": conversation_id, "agent": agent_id}
 
+        # The window stays its rows (sorted): the assembler renders a plain
+        # window from their JSON, decoding none (store.assembler.plain).
         def decode(_: Row, found: list[list[Row]]) -> tuple[Any, Any, StoredWindow]:
             profile, slots, window = found
             return profile, slots, StoredWindow(_in_window_order(window))
