@@ -14,37 +14,53 @@ are decoded only when read; the stable prefix's fingerprint, when read, is
 hashed off the rows (`fingerprint.digest_rows`); the special block is
 placed on a view that decodes only the messages the policy looks at.
 
-Only OpenAI Chat has a plain renderer so far (`_PLAIN`): every other
-format takes the general path. `tests/unit/assembler/test_plain.py` holds
-the two paths equal, value for value, on windows that are plain and on
-windows that are not.
+OpenAI Chat and OpenAI Responses have plain renderers (`_PLAIN`, each a
+`_Target` told the window's messages one by one); Anthropic, Gemini and
+the XML protocol take the general path (their turns merge neighbours).
+`tests/unit/assembler/test_plain.py` holds the two paths equal, value for
+value, on windows that are plain and on windows that are not.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 from store.assembler.assemble import Assembly, Frame, assemble, parse_format
 from store.assembler.diagnostics import StablePrefix
 from store.assembler.fingerprint import digest_rows
+from store.assembler.formats import openai_chat, openai_responses
 from store.assembler.formats.common import arguments_json
-from store.assembler.formats.openai_chat import render_message
 from store.assembler.options import AssembleOptions, ProviderFormat, ReminderStyle
 from store.assembler.placement import special_block_index
 from store.assembler.sanitize import has_non_finite
-from store.assembler.tool_ids import OPENAI_CHAT
+from store.assembler.tool_ids import OPENAI_CHAT, OPENAI_RESPONSES
 from store.codec import StoredWindow, decode_row, decode_window
 from store.context import AgentProfile, ContextSlots
 from store.messages import MAIN_AGENT, Message
 from store.tokens import MESSAGE_OVERHEAD, approximate_tokens, arguments_text
 
 Row = Sequence[Any]
-# A plain renderer: the window's provider messages and each one's token
-# estimate, or None when a row is not plain.
-Rendered = tuple[list[dict[str, Any]], list[int]]
-PlainRenderer = Callable[[Sequence[Row], str], Rendered | None]
+
+
+class _Target(Protocol):
+    """A format's plain renderer: told each message of a plain window, in
+    order, it renders them as `openai_chat.render` or the like would; then
+    it lays out the payload with the system prompt and the special block."""
+
+    #: The longest call id the format takes as it is.
+    id_limit: int
+    #: The provider whose reasoning the format sends: a row that carries
+    #: some is not plain (its replay has rules of its own).
+    replays: str | None
+
+    def user(self, content: str) -> None: ...
+    def system(self, content: str) -> None: ...
+    def assistant(self, text: str, calls: list[tuple[str, str, str]]) -> None: ...
+    def tool(self, call_id: str, content: str) -> None: ...
+    def payload(self, system_prompt: str | None, block: list[Message], at: int) -> dict[str, Any]:
+        """The payload, the special block's messages before message `at`."""
 
 
 def assemble_stored(
@@ -59,11 +75,11 @@ def assemble_stored(
     stored JSON when the window is plain (see the module docstring)."""
     options = options or AssembleOptions()
     provider = parse_format(format)
-    renderer = _PLAIN.get(provider)
-    if renderer is not None and _plain_options(options) and window.rows:
-        rendered = renderer(window.rows, profile.agent_id)
-        if rendered is not None:
-            return _assembly(window.rows, rendered, profile, slots, provider, options)
+    target = _PLAIN[provider]() if provider in _PLAIN else None
+    if target is not None and _plain_options(options) and window.rows:
+        costs = _render(window.rows, profile.agent_id, target)
+        if costs is not None:
+            return _assembly(window.rows, target, costs, profile, slots, provider, options)
     return assemble(
         window.messages(), profile=profile, slots=slots, format=provider, options=options
     )
@@ -82,7 +98,8 @@ def _plain_options(options: AssembleOptions) -> bool:
 
 def _assembly(
     rows: Sequence[Row],
-    rendered: Rendered,
+    target: _Target,
+    costs: list[int],
     profile: AgentProfile,
     slots: ContextSlots,
     provider: ProviderFormat,
@@ -90,7 +107,6 @@ def _assembly(
 ) -> Assembly:
     """The assembly of a plain window, `assemble`'s steps on its rendered
     rows: the frame, the special block's place, the prefix, the diagnostics."""
-    messages, costs = rendered
     frame = Frame.of(profile, slots, options.token_counter)
     block = frame.block
     size = len(rows)
@@ -106,12 +122,6 @@ def _assembly(
         tokens=prefix_tokens + (0 if system_prompt is None else approximate_tokens(system_prompt)),
         message_count=at + (system_prompt is not None),
     )
-    payload_messages: list[dict[str, Any]] = (
-        [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
-    )
-    payload_messages += messages[:at]
-    payload_messages += [render_message(m) for m in block]
-    payload_messages += messages[at:]
     diagnostics = frame.diagnostics(
         format=provider,
         options=options,
@@ -124,7 +134,7 @@ def _assembly(
         dropped_by_budget=None,
     )
     return Assembly(
-        payload={"messages": payload_messages},
+        payload=target.payload(system_prompt, block, at),
         diagnostics=diagnostics,
         messages_of=functools.partial(_neutral, frame, rows, at),
     )
@@ -164,21 +174,19 @@ class _Decoded(Sequence[Message]):
         return message
 
 
-def _openai_chat(
-    rows: Sequence[Row], agent_id: str
-) -> tuple[list[dict[str, Any]], list[int]] | None:
-    """OpenAI Chat's messages for the window's rows (`openai_chat.render` of
-    the decoded window, message for message), and each message's token
-    estimate (`estimate_messages_tokens`); None at the first row that is not
-    plain: another agent's, content that is not a string, a result that
-    does not follow its call's block, a block left unanswered, a call id
-    used twice or longer than the format takes, a non-finite argument."""
-    messages: list[dict[str, Any]] = []
+def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | None:
+    """Tell `target` each row's message, and return each one's token
+    estimate (`estimate_messages_tokens`); None at the first row that is
+    not plain: another agent's, content that is not a string, reasoning the
+    format replays, a result that does not follow its call's block, a block
+    left unanswered, a call id used twice or longer than the format takes,
+    a non-finite argument."""
     costs: list[int] = []
-    append, cost = messages.append, costs.append
+    cost = costs.append
+    user, system, assistant, tool = target.user, target.system, target.assistant, target.tool
+    replays, id_limit = target.replays, target.id_limit
     seen: set[str] = set()  # every call id so far
     waiting: set[str] = set()  # the current block's calls not answered yet
-    longest = OPENAI_CHAT.max_length or 0
     for row in rows:
         message = row[0]["message"]
         edit = row[1]
@@ -189,6 +197,8 @@ def _openai_chat(
         reasoning = message.get("reasoning")
         if reasoning:
             for block in reasoning:
+                if block["provider"] == replays:
+                    return None
                 tokens += (len(block.get("text") or "") + 3) // 4
         role = message["role"]
         if role == "tool":
@@ -196,45 +206,134 @@ def _openai_chat(
             if call_id not in waiting:  # an orphan, a second result, or out of its block
                 return None
             waiting.discard(call_id)
-            append({"role": "tool", "tool_call_id": call_id, "content": content})
+            tool(call_id, content)
         elif waiting:  # a block interrupted or left unanswered
             return None
         elif role == "user":
-            append({"role": "user", "content": content})
+            user(content)
         elif role == "assistant":
-            text = content if content.strip() else ""
-            calls = message.get("tool_calls")
-            if not calls:
-                append({"role": "assistant", "content": text})
-            else:
-                rendered_calls = []
-                for call in calls:
-                    call_id, name = call["id"], call["name"]
-                    arguments = call.get("arguments", {})
-                    if call_id in seen or not 0 < len(call_id) <= longest:
-                        return None
-                    if arguments and has_non_finite(arguments):
-                        return None
-                    seen.add(call_id)
-                    waiting.add(call_id)
-                    sent = arguments_json(arguments)
-                    counted = sent if sent.isascii() else arguments_text(arguments)
-                    tokens += (len(name) + 3) // 4 + (len(counted) + 3) // 4
-                    rendered_calls.append(
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {"name": name, "arguments": sent},
-                        }
-                    )
-                append({"role": "assistant", "content": text or None, "tool_calls": rendered_calls})
+            rendered_calls = []
+            for call in message.get("tool_calls", ()):
+                call_id, name = call["id"], call["name"]
+                arguments = call.get("arguments", {})
+                if call_id in seen or not 0 < len(call_id) <= id_limit:
+                    return None
+                if arguments and has_non_finite(arguments):
+                    return None
+                seen.add(call_id)
+                waiting.add(call_id)
+                sent = arguments_json(arguments)
+                counted = sent if sent.isascii() else arguments_text(arguments)
+                tokens += (len(name) + 3) // 4 + (len(counted) + 3) // 4
+                rendered_calls.append((call_id, name, sent))
+            assistant(content if content.strip() else "", rendered_calls)
         else:  # a system message mid-window
-            append({"role": role, "content": content})
+            system(content)
         cost(tokens)
     if waiting:
         return None
-    return messages, costs
+    return costs
+
+
+class _OpenAIChat:
+    """OpenAI Chat's messages (`formats.openai_chat.render`), one a message."""
+
+    id_limit: int = OPENAI_CHAT.max_length or 0
+    replays: str | None = None  # Chat Completions has no field for reasoning
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    def user(self, content: str) -> None:
+        self.messages.append({"role": "user", "content": content})
+
+    def system(self, content: str) -> None:
+        self.messages.append({"role": "system", "content": content})
+
+    def assistant(self, text: str, calls: list[tuple[str, str, str]]) -> None:
+        if not calls:
+            self.messages.append({"role": "assistant", "content": text})
+            return
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                    for i, n, a in calls
+                ],
+            }
+        )
+
+    def tool(self, call_id: str, content: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+
+    def payload(self, system_prompt: str | None, block: list[Message], at: int) -> dict[str, Any]:
+        messages = self.messages
+        head = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
+        rendered_block = [openai_chat.render_message(m) for m in block]
+        return {"messages": [*head, *messages[:at], *rendered_block, *messages[at:]]}
+
+
+class _OpenAIResponses:
+    """OpenAI Responses' input items (`formats.openai_responses.render`):
+    an assistant message may give two or more (its text, its calls)."""
+
+    id_limit: int = OPENAI_RESPONSES.max_length or 0
+    replays: str | None = "openai"
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.starts: list[int] = []  # each message's first item
+        self.item_ids = openai_responses.ItemIds()
+
+    def user(self, content: str) -> None:
+        self.starts.append(len(self.items))
+        self.items.append(
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": content}],
+            }
+        )
+
+    def system(self, content: str) -> None:
+        self.starts.append(len(self.items))
+        self.items.append(
+            {
+                "type": "message",
+                "role": openai_responses.MID_CONVERSATION_SYSTEM_ROLE,
+                "content": [{"type": "input_text", "text": content}],
+            }
+        )
+
+    def assistant(self, text: str, calls: list[tuple[str, str, str]]) -> None:
+        self.starts.append(len(self.items))
+        items = self.items
+        if text:
+            items.append(openai_responses.assistant_text_item(text, self.item_ids))
+        for call_id, name, arguments in calls:
+            items.append(
+                {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
+            )
+
+    def tool(self, call_id: str, content: str) -> None:
+        self.starts.append(len(self.items))
+        self.items.append({"type": "function_call_output", "call_id": call_id, "output": content})
+
+    def payload(self, system_prompt: str | None, block: list[Message], at: int) -> dict[str, Any]:
+        items = self.items
+        cut = self.starts[at] if at < len(self.starts) else len(items)
+        rendered_block = [
+            item for m in block for item in openai_responses.render_items(m, {}, self.item_ids)
+        ]
+        payload: dict[str, Any] = {} if system_prompt is None else {"instructions": system_prompt}
+        payload["input"] = [*items[:cut], *rendered_block, *items[cut:]]
+        return payload
 
 
 # The formats with a plain renderer; the others always take `assemble`.
-_PLAIN: dict[ProviderFormat, PlainRenderer] = {ProviderFormat.OPENAI_CHAT: _openai_chat}
+_PLAIN: dict[ProviderFormat, Callable[[], _Target]] = {
+    ProviderFormat.OPENAI_CHAT: _OpenAIChat,
+    ProviderFormat.OPENAI_RESPONSES: _OpenAIResponses,
+}

@@ -52,7 +52,7 @@ def _input_content(message: Message) -> list[dict[str, Any]]:
     return parts
 
 
-class _ItemIds:
+class ItemIds:
     """The item ids of one payload: unique, as OpenAI requires."""
 
     def __init__(self) -> None:
@@ -84,7 +84,7 @@ class _ItemIds:
         return True
 
 
-def _reasoning_items(message: Message, item_ids: _ItemIds) -> list[dict[str, Any]]:
+def _reasoning_items(message: Message, item_ids: ItemIds) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for block in reasoning_for(message, "openai"):
         if not block.item_id or not item_ids.reasoning(block.item_id):
@@ -98,8 +98,19 @@ def _reasoning_items(message: Message, item_ids: _ItemIds) -> list[dict[str, Any
     return items
 
 
+def assistant_text_item(text: str, item_ids: ItemIds) -> dict[str, Any]:
+    """An assistant's text as an output message item, with its `msg_` id."""
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": item_ids.message(text),
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
 def _assistant_items(
-    message: Message, ids: dict[str, str], item_ids: _ItemIds
+    message: Message, ids: dict[str, str], item_ids: ItemIds
 ) -> list[dict[str, Any]]:
     content = message.content
     if isinstance(content, str):
@@ -110,15 +121,7 @@ def _assistant_items(
         return []  # nothing for its reasoning to go with
     items = _reasoning_items(message, item_ids) if message.reasoning else []
     if text:
-        items.append(
-            {
-                "type": "message",
-                "role": "assistant",
-                "id": item_ids.message(text),
-                "status": "completed",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        )
+        items.append(assistant_text_item(text, item_ids))
     for call in message.tool_calls:
         items.append(
             {
@@ -131,7 +134,7 @@ def _assistant_items(
     return items
 
 
-def render_items(message: Message, ids: dict[str, str], item_ids: _ItemIds) -> list[dict[str, Any]]:
+def render_items(message: Message, ids: dict[str, str], item_ids: ItemIds) -> list[dict[str, Any]]:
     role = message.role
     if role == "assistant":
         return _assistant_items(message, ids, item_ids)
@@ -166,7 +169,7 @@ def render(conversation: Conversation) -> Rendered:
     if conversation.system_prompt is not None:
         payload["instructions"] = conversation.system_prompt
     ids, renamed = provider_ids(conversation.history, OPENAI_RESPONSES)
-    item_ids = _ItemIds()
+    item_ids = ItemIds()
     items: list[dict[str, Any]] = []
     append = items.append
     for message in conversation.history:

@@ -19,7 +19,7 @@ from store.assembler import (
     assemble,
     assemble_stored,
 )
-from store.assembler.plain import _PLAIN
+from store.assembler.plain import _PLAIN, _render
 from store.codec import StoredWindow, encode_message
 from store.context import AgentProfile, ContextSlots
 from store.messages import Message, MessageKind, Reasoning, ToolCall
@@ -153,7 +153,8 @@ def test_a_plain_window_takes_the_plain_path_and_builds_what_assemble_builds(
     size = len(messages)
     edited = data.draw(st.lists(st.none() | st.none() | words, min_size=size, max_size=size))
     rows = stored_rows(messages, edited)
-    assert _PLAIN[ProviderFormat.OPENAI_CHAT](rows, agent) is not None
+    for target in _PLAIN.values():
+        assert _render(rows, agent, target()) is not None
     _same(rows, data.draw(profiles_for[agent]), slots, options)
 
 
@@ -186,7 +187,7 @@ def test_a_window_not_plain_goes_the_general_way() -> None:
         ],
         [None, None],
     )
-    assert _PLAIN[ProviderFormat.OPENAI_CHAT](rows, "main") is None
+    assert _render(rows, "main", _PLAIN[ProviderFormat.OPENAI_CHAT]()) is None
     built = assemble_stored(
         StoredWindow(rows), profile=AgentProfile(), slots=ContextSlots(), format="openai-chat"
     )
