@@ -80,7 +80,7 @@ class Assembly:
 
 
 # Where each format's messages go: none of them takes an empty list.
-_MESSAGE_LIST = {
+MESSAGE_LIST = {
     ProviderFormat.OPENAI_CHAT: "messages",
     ProviderFormat.OPENAI_RESPONSES: "input",
     ProviderFormat.ANTHROPIC: "messages",
@@ -232,7 +232,7 @@ def assemble(
     rendered = _render(
         provider, Conversation(system_prompt=choice.text, history=tuple(to_render)), options
     )
-    if not rendered.payload[_MESSAGE_LIST[provider]]:
+    if not rendered.payload[MESSAGE_LIST[provider]]:
         raise EmptyWindow(provider.value, profile.agent_id)
 
     neutral = (*([system] if system else []), *placed)

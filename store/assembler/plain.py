@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
-from store.assembler.assemble import Assembly, Frame, assemble, parse_format
+from store.assembler.assemble import MESSAGE_LIST, Assembly, Frame, assemble, parse_format
 from store.assembler.diagnostics import StablePrefix
+from store.assembler.errors import EmptyWindow
 from store.assembler.fingerprint import digest_rows
 from store.assembler.formats import openai_chat, openai_responses
-from store.assembler.formats.common import arguments_json
+from store.assembler.formats.common import Rendered, arguments_json
 from store.assembler.options import AssembleOptions, ProviderFormat, ReminderStyle
 from store.assembler.placement import special_block_index
 from store.assembler.sanitize import has_non_finite
@@ -59,8 +61,19 @@ class _Target(Protocol):
     def system(self, content: str) -> None: ...
     def assistant(self, text: str, calls: list[tuple[str, str, str]]) -> None: ...
     def tool(self, call_id: str, content: str) -> None: ...
-    def payload(self, system_prompt: str | None, block: list[Message], at: int) -> dict[str, Any]:
-        """The payload, the special block's messages before message `at`."""
+    def payload(self, build: _Build) -> Rendered:
+        """The payload, the special block's messages before message `build.at`."""
+
+
+@dataclass(frozen=True)
+class _Build:
+    """What a target lays its payload out with."""
+
+    rows: Sequence[Row]
+    frame: Frame
+    at: int  # where the special block goes, a message index
+    provider: ProviderFormat
+    options: AssembleOptions
 
 
 def assemble_stored(
@@ -75,8 +88,9 @@ def assemble_stored(
     stored JSON when the window is plain (see the module docstring)."""
     options = options or AssembleOptions()
     provider = parse_format(format)
-    target = _PLAIN[provider]() if provider in _PLAIN else None
-    if target is not None and _plain_options(options) and window.rows:
+    plain = _PLAIN.get(provider)
+    if plain is not None and _plain_options(options) and window.rows:
+        target = plain()
         costs = _render(window.rows, profile.agent_id, target)
         if costs is not None:
             return _assembly(window.rows, target, costs, profile, slots, provider, options)
@@ -122,19 +136,22 @@ def _assembly(
         tokens=prefix_tokens + (0 if system_prompt is None else approximate_tokens(system_prompt)),
         message_count=at + (system_prompt is not None),
     )
+    rendered = target.payload(_Build(rows, frame, at, provider, options))
+    if not rendered.payload[MESSAGE_LIST[provider]]:
+        raise EmptyWindow(provider.value, profile.agent_id)
     diagnostics = frame.diagnostics(
         format=provider,
         options=options,
         at=at,
         history_size=size,
-        repairs=(),
+        repairs=rendered.repairs,
         history_tokens=prefix_tokens + sum(costs[at:]),
         stable_prefix=prefix,
-        cache_breakpoints=(),
+        cache_breakpoints=rendered.cache_breakpoints,
         dropped_by_budget=None,
     )
     return Assembly(
-        payload=target.payload(system_prompt, block, at),
+        payload=rendered.payload,
         diagnostics=diagnostics,
         messages_of=functools.partial(_neutral, frame, rows, at),
     )
@@ -268,11 +285,13 @@ class _OpenAIChat:
     def tool(self, call_id: str, content: str) -> None:
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
 
-    def payload(self, system_prompt: str | None, block: list[Message], at: int) -> dict[str, Any]:
-        messages = self.messages
+    def payload(self, build: _Build) -> Rendered:
+        messages, at, system_prompt = self.messages, build.at, build.frame.choice.text
         head = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
-        rendered_block = [openai_chat.render_message(m) for m in block]
-        return {"messages": [*head, *messages[:at], *rendered_block, *messages[at:]]}
+        rendered_block = [openai_chat.render_message(m) for m in build.frame.block]
+        return Rendered(
+            payload={"messages": [*head, *messages[:at], *rendered_block, *messages[at:]]}
+        )
 
 
 class _OpenAIResponses:
@@ -321,15 +340,17 @@ class _OpenAIResponses:
         self.starts.append(len(self.items))
         self.items.append({"type": "function_call_output", "call_id": call_id, "output": content})
 
-    def payload(self, system_prompt: str | None, block: list[Message], at: int) -> dict[str, Any]:
-        items = self.items
+    def payload(self, build: _Build) -> Rendered:
+        items, at, system_prompt = self.items, build.at, build.frame.choice.text
         cut = self.starts[at] if at < len(self.starts) else len(items)
         rendered_block = [
-            item for m in block for item in openai_responses.render_items(m, {}, self.item_ids)
+            item
+            for m in build.frame.block
+            for item in openai_responses.render_items(m, {}, self.item_ids)
         ]
         payload: dict[str, Any] = {} if system_prompt is None else {"instructions": system_prompt}
         payload["input"] = [*items[:cut], *rendered_block, *items[cut:]]
-        return payload
+        return Rendered(payload=payload)
 
 
 # The formats with a plain renderer; the others always take `assemble`.

@@ -83,7 +83,7 @@ def plain_windows(draw: st.DrawFn) -> tuple[list[Message], str]:
             messages.append(
                 Message(
                     role="assistant",
-                    content=draw(st.sampled_from(["", "checking"])),
+                    content=draw(st.sampled_from(["", " ", "checking"])),
                     tool_calls=tuple(calls),
                     reasoning=reasoning,
                     agent_id=agent,
