@@ -14,9 +14,10 @@ are decoded only when read; the stable prefix's fingerprint, when read, is
 hashed off the rows (`fingerprint.digest_rows`); the special block is
 placed on a view that decodes only the messages the policy looks at.
 
-OpenAI Chat and OpenAI Responses have plain renderers (`_PLAIN`, each a
-`_Target` told the window's messages one by one); Anthropic, Gemini and
-the XML protocol take the general path (their turns merge neighbours).
+OpenAI Chat, OpenAI Responses and Anthropic have plain renderers
+(`_PLAIN`, each a `_Target` told the window's messages one by one; a
+window with reasoning the format replays is not plain for it); Gemini and
+the XML protocol take the general path.
 `tests/unit/assembler/test_plain.py` holds the two paths equal, value for
 value, on windows that are plain and on windows that are not.
 """
@@ -32,18 +33,23 @@ from store.assembler.assemble import MESSAGE_LIST, Assembly, Frame, assemble, pa
 from store.assembler.diagnostics import StablePrefix
 from store.assembler.errors import EmptyWindow
 from store.assembler.fingerprint import digest_rows
-from store.assembler.formats import openai_chat, openai_responses
+from store.assembler.formats import anthropic, openai_chat, openai_responses
 from store.assembler.formats.common import Rendered, arguments_json
+from store.assembler.formats.turns import Block, Turns
 from store.assembler.options import AssembleOptions, ProviderFormat, ReminderStyle
 from store.assembler.placement import special_block_index
+from store.assembler.reminders import wrap_reminder
 from store.assembler.sanitize import has_non_finite
-from store.assembler.tool_ids import OPENAI_CHAT, OPENAI_RESPONSES
+from store.assembler.tool_ids import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, IdRule
 from store.codec import StoredWindow, decode_row, decode_window
 from store.context import AgentProfile, ContextSlots
 from store.messages import MAIN_AGENT, Message
 from store.tokens import MESSAGE_OVERHEAD, approximate_tokens, arguments_text
 
 Row = Sequence[Any]
+# A tool call as a target is told it: id, name, arguments, and the
+# arguments as JSON text (sorted keys, non-ASCII kept: `arguments_json`).
+Call = tuple[str, str, dict[str, Any], str]
 
 
 class _Target(Protocol):
@@ -51,16 +57,16 @@ class _Target(Protocol):
     order, it renders them as `openai_chat.render` or the like would; then
     it lays out the payload with the system prompt and the special block."""
 
-    #: The longest call id the format takes as it is.
-    id_limit: int
+    #: The format's rule for call ids: an id it would rename is not plain.
+    rule: IdRule
     #: The provider whose reasoning the format sends: a row that carries
     #: some is not plain (its replay has rules of its own).
     replays: str | None
 
     def user(self, content: str) -> None: ...
     def system(self, content: str) -> None: ...
-    def assistant(self, text: str, calls: list[tuple[str, str, str]]) -> None: ...
-    def tool(self, call_id: str, content: str) -> None: ...
+    def assistant(self, text: str, calls: list[Call]) -> None: ...
+    def tool(self, call_id: str, content: str, is_error: bool) -> None: ...
     def payload(self, build: _Build) -> Rendered:
         """The payload, the special block's messages before message `build.at`."""
 
@@ -196,12 +202,12 @@ def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | 
     estimate (`estimate_messages_tokens`); None at the first row that is
     not plain: another agent's, content that is not a string, reasoning the
     format replays, a result that does not follow its call's block, a block
-    left unanswered, a call id used twice or longer than the format takes,
+    left unanswered, a call id used twice or one the format would rename,
     a non-finite argument."""
     costs: list[int] = []
     cost = costs.append
     user, system, assistant, tool = target.user, target.system, target.assistant, target.tool
-    replays, id_limit = target.replays, target.id_limit
+    replays, accepts = target.replays, target.rule.accepts
     seen: set[str] = set()  # every call id so far
     waiting: set[str] = set()  # the current block's calls not answered yet
     for row in rows:
@@ -223,17 +229,17 @@ def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | 
             if call_id not in waiting:  # an orphan, a second result, or out of its block
                 return None
             waiting.discard(call_id)
-            tool(call_id, content)
+            tool(call_id, content, message.get("is_error", False))
         elif waiting:  # a block interrupted or left unanswered
             return None
         elif role == "user":
             user(content)
         elif role == "assistant":
-            rendered_calls = []
+            rendered_calls: list[Call] = []
             for call in message.get("tool_calls", ()):
                 call_id, name = call["id"], call["name"]
                 arguments = call.get("arguments", {})
-                if call_id in seen or not 0 < len(call_id) <= id_limit:
+                if call_id in seen or not accepts(call_id):
                     return None
                 if arguments and has_non_finite(arguments):
                     return None
@@ -242,7 +248,7 @@ def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | 
                 sent = arguments_json(arguments)
                 counted = sent if sent.isascii() else arguments_text(arguments)
                 tokens += (len(name) + 3) // 4 + (len(counted) + 3) // 4
-                rendered_calls.append((call_id, name, sent))
+                rendered_calls.append((call_id, name, arguments, sent))
             assistant(content if content.strip() else "", rendered_calls)
         else:  # a system message mid-window
             system(content)
@@ -255,7 +261,7 @@ def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | 
 class _OpenAIChat:
     """OpenAI Chat's messages (`formats.openai_chat.render`), one a message."""
 
-    id_limit: int = OPENAI_CHAT.max_length or 0
+    rule: IdRule = OPENAI_CHAT
     replays: str | None = None  # Chat Completions has no field for reasoning
 
     def __init__(self) -> None:
@@ -267,7 +273,7 @@ class _OpenAIChat:
     def system(self, content: str) -> None:
         self.messages.append({"role": "system", "content": content})
 
-    def assistant(self, text: str, calls: list[tuple[str, str, str]]) -> None:
+    def assistant(self, text: str, calls: list[Call]) -> None:
         if not calls:
             self.messages.append({"role": "assistant", "content": text})
             return
@@ -277,12 +283,12 @@ class _OpenAIChat:
                 "content": text or None,
                 "tool_calls": [
                     {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                    for i, n, a in calls
+                    for i, n, _, a in calls
                 ],
             }
         )
 
-    def tool(self, call_id: str, content: str) -> None:
+    def tool(self, call_id: str, content: str, is_error: bool) -> None:
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
 
     def payload(self, build: _Build) -> Rendered:
@@ -298,7 +304,7 @@ class _OpenAIResponses:
     """OpenAI Responses' input items (`formats.openai_responses.render`):
     an assistant message may give two or more (its text, its calls)."""
 
-    id_limit: int = OPENAI_RESPONSES.max_length or 0
+    rule: IdRule = OPENAI_RESPONSES
     replays: str | None = "openai"
 
     def __init__(self) -> None:
@@ -326,17 +332,17 @@ class _OpenAIResponses:
             }
         )
 
-    def assistant(self, text: str, calls: list[tuple[str, str, str]]) -> None:
+    def assistant(self, text: str, calls: list[Call]) -> None:
         self.starts.append(len(self.items))
         items = self.items
         if text:
             items.append(openai_responses.assistant_text_item(text, self.item_ids))
-        for call_id, name, arguments in calls:
+        for call_id, name, _, arguments in calls:
             items.append(
                 {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
             )
 
-    def tool(self, call_id: str, content: str) -> None:
+    def tool(self, call_id: str, content: str, is_error: bool) -> None:
         self.starts.append(len(self.items))
         self.items.append({"type": "function_call_output", "call_id": call_id, "output": content})
 
@@ -353,8 +359,82 @@ class _OpenAIResponses:
         return Rendered(payload=payload)
 
 
+class _Anthropic:
+    """Anthropic's turns (`formats.anthropic.render`): each message's
+    blocks are kept, then added to the turns in order, the special block's
+    at its place (neighbours of one role merge into one turn, so the block
+    cannot be spliced in afterwards)."""
+
+    rule: IdRule = ANTHROPIC
+    replays: str | None = "anthropic"  # thinking blocks: signatures, their own rules
+
+    def __init__(self) -> None:
+        # Per message: its role, its blocks, how many lead, and for a
+        # result sent without its whitespace-only text, its call id.
+        self.pieces: list[tuple[str, list[Block], int, str | None]] = []
+
+    def user(self, content: str) -> None:
+        blocks = [{"type": "text", "text": content}] if content.strip() else []
+        self.pieces.append(("user", blocks, 0, None))
+
+    def system(self, content: str) -> None:
+        text = wrap_reminder(content)
+        self.pieces.append(("user", [{"type": "text", "text": text}], 0, None))
+
+    def assistant(self, text: str, calls: list[Call]) -> None:
+        blocks: list[Block] = [{"type": "text", "text": text}] if text else []
+        for call_id, name, arguments, _ in calls:
+            blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+        self.pieces.append(("assistant", blocks, 0, None))
+
+    def tool(self, call_id: str, content: str, is_error: bool) -> None:
+        block: Block = {"type": "tool_result", "tool_use_id": call_id}
+        blank = None
+        if content.strip():
+            block["content"] = content
+        elif content:
+            blank = call_id
+        if is_error:
+            block["is_error"] = True
+        self.pieces.append(("user", [block], 1, blank))
+
+    def payload(self, build: _Build) -> Rendered:
+        turns = Turns(user_role="user", content_key="content")
+        add = turns.add
+        pieces, at, frame = self.pieces, build.at, build.frame
+        before_special = None
+        for index, (role, blocks, lead, blank) in enumerate(pieces):
+            if index == at and frame.block:
+                before_special = self._add_block(turns, frame.block)
+            add(role, blocks, lead)
+            if blank is not None:
+                anthropic.blank_result(turns, blank)
+        if at >= len(pieces) and frame.block:
+            before_special = self._add_block(turns, frame.block)
+        elif not frame.block:
+            before_special = turns.last_block()
+        return anthropic.finish(
+            turns,
+            before_special,
+            frame.choice.text,
+            cache_breakpoints=build.options.cache_breakpoints,
+            renamed=[],
+        )
+
+    @staticmethod
+    def _add_block(turns: Turns, block: list[Message]) -> tuple[int, int] | None:
+        """Add the special block's messages; the last block before them."""
+        before = turns.last_block()
+        for message in block:
+            text = message.text
+            if text.strip():
+                turns.add("user", [{"type": "text", "text": text}])
+        return before
+
+
 # The formats with a plain renderer; the others always take `assemble`.
 _PLAIN: dict[ProviderFormat, Callable[[], _Target]] = {
     ProviderFormat.OPENAI_CHAT: _OpenAIChat,
     ProviderFormat.OPENAI_RESPONSES: _OpenAIResponses,
+    ProviderFormat.ANTHROPIC: _Anthropic,
 }

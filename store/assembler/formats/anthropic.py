@@ -107,6 +107,17 @@ def _tool_result(message: Message, ids: dict[str, str]) -> tuple[Block, bool]:
     return block, blank
 
 
+def blank_result(turns: Turns, call_id: str | None) -> None:
+    """List the result just added, whitespace only, as sent without content."""
+    turns.other_repairs.append(
+        Repair(
+            kind=RepairKind.DROPPED_EMPTY_TEXT,
+            detail=f"whitespace-only result of {call_id!r} sent without content",
+            payload_index=len(turns.turns) - 1,
+        )
+    )
+
+
 def _cacheable(turns: list[dict[str, Any]], at: tuple[int, int]) -> tuple[int, int] | None:
     """`at`, or the nearest block before it that takes a cache_control mark."""
     turn, block = at
@@ -166,28 +177,42 @@ def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Ren
             block, blank = _tool_result(message, ids)
             add("user", [block], 1)
             if blank:
-                turns.other_repairs.append(
-                    Repair(
-                        kind=RepairKind.DROPPED_EMPTY_TEXT,
-                        detail=f"whitespace-only result of {message.tool_call_id!r} sent "
-                        "without content",
-                        payload_index=len(turns.turns) - 1,
-                    )
-                )
+                blank_result(turns, message.tool_call_id)
         elif role == "system":
             add("user", [{"type": "text", "text": system_note_text(message)}])
         else:
             add("user", _user_blocks(message))
     if not seen_special:
         before_special = turns.last_block()
+    return finish(
+        turns,
+        before_special,
+        conversation.system_prompt,
+        cache_breakpoints=cache_breakpoints,
+        renamed=renamed,
+    )
+
+
+def finish(
+    turns: Turns,
+    before_special: tuple[int, int] | None,
+    system_prompt: str | None,
+    *,
+    cache_breakpoints: bool,
+    renamed: list[Repair],
+) -> Rendered:
+    """The payload from the history's turns (`before_special`: the last
+    block before the special block, or of the history when it has none):
+    a user turn first, the final assistant text stripped, the system
+    prompt, the prompt-cache marks."""
     if turns.ensure_user_first({"type": "text", "text": CONTINUATION_TEXT}) and before_special:
         before_special = (before_special[0] + 1, before_special[1])
     _strip_final_assistant(turns)
 
     payload: dict[str, Any] = {}
     marks: list[str] = []
-    if conversation.system_prompt is not None:
-        system_block: Block = {"type": "text", "text": conversation.system_prompt}
+    if system_prompt is not None:
+        system_block: Block = {"type": "text", "text": system_prompt}
         if cache_breakpoints:
             system_block["cache_control"] = dict(EPHEMERAL)
             marks.append("system[0]")

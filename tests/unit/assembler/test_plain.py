@@ -31,12 +31,15 @@ from tests.unit.assembler.strategies import (
     words,
 )
 
+# Reasoning of each: OpenAI Chat sends none, and the other two replay their own.
+PROVIDERS = ["anthropic", "openai", "gemini"]
 # Options under which a plain window keeps the plain path.
 plain_options = st.builds(
     AssembleOptions,
     policy=st.sampled_from(list(PlacementPolicy)),
     n=st.none() | st.integers(1, 6),
     repair=st.booleans(),
+    cache_breakpoints=st.booleans(),
 )
 
 
@@ -61,7 +64,8 @@ def plain_windows(draw: st.DrawFn) -> tuple[list[Message], str]:
         reasoning = tuple(
             draw(
                 st.lists(
-                    st.builds(Reasoning, provider=st.just("anthropic"), text=words), max_size=1
+                    st.builds(Reasoning, provider=st.sampled_from(PROVIDERS), text=words),
+                    max_size=1,
                 )
             )
         )
@@ -135,7 +139,7 @@ def _same(
 
 
 @settings(
-    max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(
     data=st.data(),
@@ -153,8 +157,11 @@ def test_a_plain_window_takes_the_plain_path_and_builds_what_assemble_builds(
     size = len(messages)
     edited = data.draw(st.lists(st.none() | st.none() | words, min_size=size, max_size=size))
     rows = stored_rows(messages, edited)
+    replayed = {r.provider for m in messages for r in m.reasoning}
     for target in _PLAIN.values():
-        assert _render(rows, agent, target()) is not None
+        # Reasoning a format replays takes the general path (its own rules).
+        plain = target.replays not in replayed
+        assert (_render(rows, agent, target()) is not None) == plain, target
     _same(rows, data.draw(profiles_for[agent]), slots, options)
 
 
