@@ -158,10 +158,11 @@ def test_a_plain_window_takes_the_plain_path_and_builds_what_assemble_builds(
     edited = data.draw(st.lists(st.none() | st.none() | words, min_size=size, max_size=size))
     rows = stored_rows(messages, edited)
     replayed = {r.provider for m in messages for r in m.reasoning}
-    for target in _PLAIN.values():
+    for make in _PLAIN.values():
+        target = make()
         # Reasoning a format replays takes the general path (its own rules).
         plain = target.replays not in replayed
-        assert (_render(rows, agent, target()) is not None) == plain, target
+        assert (_render(rows, agent, target) is not None) == plain, target
     _same(rows, data.draw(profiles_for[agent]), slots, options)
 
 
