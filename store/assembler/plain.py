@@ -75,10 +75,8 @@ class _Target(Protocol):
 class _Build:
     """What a target lays its payload out with."""
 
-    rows: Sequence[Row]
     frame: Frame
     at: int  # where the special block goes, a message index
-    provider: ProviderFormat
     options: AssembleOptions
 
 
@@ -142,7 +140,7 @@ def _assembly(
         tokens=prefix_tokens + (0 if system_prompt is None else approximate_tokens(system_prompt)),
         message_count=at + (system_prompt is not None),
     )
-    rendered = target.payload(_Build(rows, frame, at, provider, options))
+    rendered = target.payload(_Build(frame, at, options))
     if not rendered.payload[MESSAGE_LIST[provider]]:
         raise EmptyWindow(provider.value, profile.agent_id)
     diagnostics = frame.diagnostics(
