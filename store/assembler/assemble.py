@@ -114,6 +114,14 @@ class Frame:
             agent_id=profile.agent_id, choice=choice, system=system, block=block, tokens=tokens
         )
 
+    def place(self, history: Sequence[Message], at: int) -> list[Message]:
+        """`history` with the special block inserted before message `at`."""
+        return [*history[:at], *self.block, *history[at:]]
+
+    def neutral(self, placed: Sequence[Message]) -> tuple[Message, ...]:
+        """The neutral list: the system prompt (if any), then `placed`."""
+        return (*([self.system] if self.system is not None else []), *placed)
+
     def diagnostics(
         self,
         *,
@@ -186,7 +194,7 @@ def assemble(
     provider = parse_format(format)
     count = options.token_counter
     frame = Frame.of(profile, slots, count)
-    choice, system, block, fixed = frame.choice, frame.system, frame.block, frame.tokens
+    choice, fixed = frame.choice, frame.tokens
 
     agent_id = profile.agent_id
     window, repairs = sanitize_window([m for m in messages if m.agent_id == agent_id])
@@ -209,8 +217,8 @@ def assemble(
         costs = None  # a user message may have changed
 
     at = special_block_index(history, policy=options.policy, n=options.effective_n)
-    placed = [*history[:at], *block, *history[at:]]
-    before_block = at if block else len(history)
+    placed = frame.place(history, at)
+    before_block = at if frame.block else len(history)
     # Without costs yet, the prefix's are estimated in the fingerprint's pass.
     prefix, prefix_tokens = stable_prefix(
         format=provider.value,
@@ -235,7 +243,6 @@ def assemble(
     if not rendered.payload[MESSAGE_LIST[provider]]:
         raise EmptyWindow(provider.value, profile.agent_id)
 
-    neutral = (*([system] if system else []), *placed)
     diagnostics = frame.diagnostics(
         format=provider,
         options=options,
@@ -250,5 +257,5 @@ def assemble(
     return Assembly(
         payload=rendered.payload,
         diagnostics=diagnostics,
-        messages_of=functools.partial(tuple, neutral),
+        messages_of=functools.partial(frame.neutral, placed),
     )

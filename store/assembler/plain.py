@@ -162,9 +162,7 @@ def _assembly(
 
 
 def _neutral(frame: Frame, rows: Sequence[Row], at: int) -> tuple[Message, ...]:
-    history = decode_window(rows)
-    system = [frame.system] if frame.system is not None else []
-    return (*system, *history[:at], *frame.block, *history[at:])
+    return frame.neutral(frame.place(decode_window(rows), at))
 
 
 class _Decoded(Sequence[Message]):
@@ -386,15 +384,8 @@ class _Anthropic:
         self.pieces.append(("assistant", blocks, 0, None))
 
     def tool(self, call_id: str, content: str, is_error: bool) -> None:
-        block: Block = {"type": "tool_result", "tool_use_id": call_id}
-        blank = None
-        if content.strip():
-            block["content"] = content
-        elif content:
-            blank = call_id
-        if is_error:
-            block["is_error"] = True
-        self.pieces.append(("user", [block], 1, blank))
+        block, blank = anthropic.tool_result_block(call_id, content, is_error=is_error)
+        self.pieces.append(("user", [block], 1, call_id if blank else None))
 
     def payload(self, build: _Build) -> Rendered:
         turns = Turns(user_role="user", content_key="content")
@@ -424,9 +415,7 @@ class _Anthropic:
         """Add the special block's messages; the last block before them."""
         before = turns.last_block()
         for message in block:
-            text = message.text
-            if text.strip():
-                turns.add("user", [{"type": "text", "text": text}])
+            turns.add("user", anthropic.user_blocks(message))
         return before
 
 

@@ -46,7 +46,7 @@ def _image(part: ImagePart) -> Block:
     }
 
 
-def _user_blocks(message: Message) -> list[Block]:
+def user_blocks(message: Message) -> list[Block]:
     content = message.content
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content.strip() else []
@@ -93,16 +93,21 @@ def _assistant_blocks(message: Message, ids: dict[str, str]) -> list[Block]:
 def _tool_result(message: Message, ids: dict[str, str]) -> tuple[Block, bool]:
     """The block, and whether a whitespace-only text was left out."""
     call_id = message.tool_call_id or ""
-    block: Block = {"type": "tool_result", "tool_use_id": ids.get(call_id, call_id)}
     content = message.content
     text = content if isinstance(content, str) else message.text
+    return tool_result_block(ids.get(call_id, call_id), text, is_error=message.is_error)
+
+
+def tool_result_block(call_id: str, text: str, *, is_error: bool) -> tuple[Block, bool]:
+    """A result's block, and whether a whitespace-only text was left out."""
+    block: Block = {"type": "tool_result", "tool_use_id": call_id}
     # An empty or blank result omits content: Anthropic refuses blank text.
     blank = False
     if text.strip():
         block["content"] = text
     elif text:
         blank = True
-    if message.is_error:
+    if is_error:
         block["is_error"] = True
     return block, blank
 
@@ -181,7 +186,7 @@ def render(conversation: Conversation, *, cache_breakpoints: bool = True) -> Ren
         elif role == "system":
             add("user", [{"type": "text", "text": system_note_text(message)}])
         else:
-            add("user", _user_blocks(message))
+            add("user", user_blocks(message))
     if not seen_special:
         before_special = turns.last_block()
     return finish(
