@@ -105,24 +105,35 @@ async def feed_lag(conn: AsyncConnection[Any]) -> float:
 # (primary key) for the tenant. The scan is bounded (`scan`): a page returns
 # the tenant's events among at most `scan` events of the global feed, and
 # ends at the last event it scanned, so a quiet tenant moves past the others'
-# events. Besides the tenant's events (`mine`) the last scanned event within
-# the page comes back, without its data, as the next checkpoint.
+# events. Besides the tenant's events (`mine`) the page's last scanned event
+# comes back, without its data, as the next checkpoint: the last event before
+# the tenant's `limit + 1`-th (`n`, the tenant's events so far, and whether
+# the next scanned one is the tenant's), or the scan's last (no next one).
+# Its number in the scan (`i`) says whether the scan was used up.
+#
+# One pass in feed order: the scan is an index range already in that order,
+# and the window functions read it as it comes (no sort), stopping at the
+# tenant's `limit + 1`-th event. Written as CTEs the scan was materialised,
+# data and all, sorted again for the window and counted: a page of 1,000
+# spilled 6 MB to disk and took 26 ms of server time, against 0.4 ms for the
+# global feed's page (bench/export_feed.py).
 # The conversation is named by its client's id (`conversations.key`).
 READ_TENANT_FEED = (
-    "WITH scanned AS ("
-    "  SELECT e.transaction_id, e.position, e.conversation_id, e.version, e.type, e.data,"
-    "   e.recorded_at, c.tenant = %(tenant)s AS mine, c.key AS conversation"
-    "  FROM events AS e JOIN conversations AS c ON c.id = e.conversation_id"
-    "  WHERE (e.transaction_id, e.position) > (%(tx)s, %(pos)s)"
-    f"  AND e.transaction_id < {_HORIZON}"
-    "  ORDER BY e.transaction_id, e.position LIMIT %(scan)s"
-    "), counted AS ("
-    "  SELECT *, count(*) FILTER (WHERE mine) OVER w AS n, row_number() OVER w AS i"
-    "  FROM scanned WINDOW w AS (ORDER BY transaction_id, position)"
-    "), kept AS (SELECT * FROM counted WHERE n <= %(limit)s)"
-    " SELECT transaction_id, position, conversation, version, type,"
-    "  CASE WHEN mine THEN data END, recorded_at, mine, (SELECT count(*) FROM scanned)"
-    " FROM kept WHERE mine OR i = (SELECT max(i) FROM kept)"
+    "SELECT transaction_id, position, conversation, version, type,"
+    " CASE WHEN mine THEN data END, recorded_at, mine, i"
+    " FROM ("
+    "  SELECT *, count(*) FILTER (WHERE mine) OVER w AS n, row_number() OVER w AS i,"
+    "   lead(mine) OVER w AS next_mine"
+    "  FROM ("
+    "   SELECT e.transaction_id, e.position, e.version, e.type, e.data, e.recorded_at,"
+    "    c.tenant = %(tenant)s AS mine, c.key AS conversation"
+    "   FROM events AS e JOIN conversations AS c ON c.id = e.conversation_id"
+    "   WHERE (e.transaction_id, e.position) > (%(tx)s, %(pos)s)"
+    f"   AND e.transaction_id < {_HORIZON}"
+    "   ORDER BY e.transaction_id, e.position LIMIT %(scan)s"
+    "  ) AS scanned WINDOW w AS (ORDER BY transaction_id, position)"
+    " ) AS counted"
+    " WHERE n <= %(limit)s AND (mine OR next_mine IS NULL OR (next_mine AND n = %(limit)s))"
     " ORDER BY transaction_id, position"
 )
 
@@ -157,7 +168,8 @@ async def read_tenant_feed(
         if mine
     ]
     last = FeedPosition(transaction_id=rows[-1][0], position=rows[-1][1]) if rows else after
-    scanned = rows[0][-1] if rows else 0
+    # The last row is the last scanned, unless the page filled up first.
+    scanned = rows[-1][-1] if rows else 0
     return FeedPage(
         events=events,
         next=checkpoint(last),

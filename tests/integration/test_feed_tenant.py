@@ -18,10 +18,10 @@ from api.app import create_app
 from api.deps import Services
 from store.api_keys import MemoryKeys
 from store.commands import Limits
-from store.feed import FeedEvent, parse_checkpoint
+from store.feed import FeedEvent, checkpoint, parse_checkpoint, scan_limit
 from store.messages import Message
 from store.postgres import PostgresStorage
-from store.records import FeedPosition
+from store.records import FeedPosition, RecordedEvent
 from store.repository import Repository
 from store.settings import Settings
 from tests.api.test_feed import SSE
@@ -132,6 +132,58 @@ async def test_a_quiet_tenant_moves_past_other_tenants_events_in_bounded_pages(
     assert len(pages) >= 3
     assert pages[0].events == []  # ten of globex's: nothing of ours, but the checkpoint moves
     assert parse_checkpoint(pages[0].next).position > 0
+
+
+def expected_page(
+    feed: list[RecordedEvent], tenant_of: dict[str, str], tenant: str, start: int, limit: int
+) -> tuple[list[str], str, bool]:
+    """A tenant's page, by the rule (as `store.testing` keeps it): the
+    tenant's events among the next `scan_limit(limit)` of the global feed,
+    stopping before its `limit + 1`-th; the page ends at the last event it
+    passed. Checkpoints of its events, the next checkpoint, `more`."""
+    scanned = feed[start : start + scan_limit(limit)]
+    mine: list[str] = []
+    last = feed[start - 1].feed_position if start else FeedPosition.start()
+    for event in scanned:
+        ours = tenant_of[str(event.conversation_id)] == tenant
+        if ours and len(mine) == limit:
+            break
+        last = event.feed_position
+        if ours:
+            mine.append(checkpoint(event.feed_position))
+    return mine, checkpoint(last), len(scanned) >= scan_limit(limit) or len(mine) >= limit
+
+
+async def test_every_page_of_a_tenants_feed_follows_the_rule(storage: PostgresStorage) -> None:
+    # Runs of each tenant's events of every length from 1 to 5, so that pages
+    # of every small limit start, fill up and stop on either tenant's events.
+    tenants = {
+        "acme": Repository(storage, tenant="acme"),
+        "globex": Repository(storage, tenant="globex"),
+    }
+    streams = {name: (await r.create_conversation()).id for name, r in tenants.items()}
+    for run, name in enumerate(["acme", "globex", "globex", "acme", "globex", "acme"] * 2):
+        count = run % 5 + 1
+        await tenants[name].append_messages(
+            streams[name], [user(f"{name} {run}.{i}") for i in range(count)]
+        )
+    feed = await storage.read_feed(FeedPosition.start(), 1000)
+    async with storage.pool.connection() as conn:  # the feed names streams by their row's id
+        rows = await (await conn.execute("SELECT id, tenant FROM conversations")).fetchall()
+    tenant_of = {str(cid): tenant for cid, tenant in rows}
+    assert len(feed) == 2 + sum(run % 5 + 1 for run in range(12))
+
+    for name, repository in tenants.items():
+        for limit in (1, 2, 3, 5):
+            for start in range(len(feed) + 1):
+                after = feed[start - 1].feed_position if start else FeedPosition.start()
+                page = await repository.read_events(after=after, limit=limit)
+                events, following, more = expected_page(feed, tenant_of, name, start, limit)
+                assert ([e.checkpoint for e in page.events], page.next, page.more) == (
+                    events,
+                    following,
+                    more,
+                ), (name, limit, start)
 
 
 async def test_the_live_tail_never_skips_a_late_commit_nor_shows_another_tenant(
