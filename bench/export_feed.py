@@ -10,8 +10,9 @@ the same run.
   pages of 1,000 with plain psycopg (`messages` joined to `events`) and
   writes one orjson line each. Each runs in a child process of its own,
   which reports its messages/s, its resident set before the export (after
-  imports and connecting: VmRSS) and its peak after it (`ru_maxrss`): the
-  growth is the export's own (or less: an earlier transient peak counts). They take turns, medians.
+  imports and connecting: VmRSS, its peak reset to it there) and its peak
+  after it (VmHWM): the growth is the export's own. They take turns,
+  medians.
 - feed: the tenant feed read from its start to its end in pages of 1,000
   (`Repository.read_events`: the tenant filter joined in SQL, events
   decoded and named), against the global feed's statement without a tenant
@@ -81,18 +82,39 @@ RAW_EXPORT = (
 # --- the export, in child processes --------------------------------------------------
 
 
+def _status_kb(field: str) -> int | None:
+    """A figure of /proc/self/status in kB (Linux), None elsewhere."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _start_measuring() -> int:
+    """The resident set now, with the process's peak reset to it (Linux:
+    writing 5 to /proc/self/clear_refs), so the peak read after the export
+    is the export's own, not an import's transient one."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        pass
+    return _status_kb("VmRSS") or _peak_kb()
+
+
 def _peak_kb() -> int:
+    """The process's peak resident set (VmHWM). Not `ru_maxrss`: a child
+    started by vfork and exec inherits its parent's peak in it, and this
+    child's parent holds the 100,000 messages it wrote (~320 MB): every run
+    reported that, whatever the export used."""
+    peak = _status_kb("VmHWM")
+    if peak is not None:
+        return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux
-
-
-def _current_kb() -> int:
-    """The resident set now (Linux), so the growth is measured from here,
-    not from a transient peak while importing."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return _peak_kb()
 
 
 async def _child_store(url: str, conversation: str, sink: IO[bytes]) -> dict[str, Any]:
@@ -101,7 +123,7 @@ async def _child_store(url: str, conversation: str, sink: IO[bytes]) -> dict[str
     settings = Settings.from_env()
     async with open_repository(url, settings, pool_size=1) as repository:
         store = repository.for_tenant(TENANT)
-        before = _current_kb()
+        before = _start_measuring()
         lines = 0
         started = time.perf_counter()
         async for chunk in export_pages(store, conversation, name=conversation):
@@ -119,7 +141,7 @@ async def _child_raw(url: str, conversation: str, sink: IO[bytes]) -> dict[str, 
             "SELECT id FROM conversations WHERE tenant = %s AND key = %s", (TENANT, conversation)
         )
         (cid,) = await cursor.fetchone() or (None,)
-        before = _current_kb()
+        before = _start_measuring()
         lines, after = 0, 0
         started = time.perf_counter()
         while True:
