@@ -37,15 +37,15 @@ SearchIndexKind = Literal["text", "substring"]
 # `sql.SEARCH_TEXT_MATCH` and `sql.SEARCH_SUBSTRING_MATCH` spell.
 _CONTENT_EVENTS = "WHERE type IN ('message_appended', 'message_edited')"
 # A 64 kB pending list, not the server's 4 MB: migration 0010 says why.
-_PENDING_LIST = "WITH (gin_pending_list_limit = 64)"
+PENDING_LIST = "WITH (gin_pending_list_limit = 64)"
 INDEXES: dict[SearchIndexKind, tuple[str, str]] = {
     "text": (
         "ix_events_search_text",
-        f"USING gin (to_tsvector('simple'::regconfig, convo_search_text(data))) {_PENDING_LIST}",
+        f"USING gin (to_tsvector('simple'::regconfig, convo_search_text(data))) {PENDING_LIST}",
     ),
     "substring": (
         "ix_events_search_substring",
-        f"USING gin (convo_search_text(data) gin_trgm_ops) {_PENDING_LIST}",
+        f"USING gin (convo_search_text(data) gin_trgm_ops) {PENDING_LIST}",
     ),
 }
 
