@@ -88,6 +88,7 @@ async def open_repository(
         options=settings.connection_options(),
         min_size=pool_size if min_size is None else min_size,
         max_size=pool_size,
+        writers=settings.write_statements,
     )
     try:
         yield repository(storage, settings)

@@ -12,7 +12,10 @@ each with `32 / processes` writers on conversations of their own
 and the raw baseline likewise (async psycopg `INSERT`+`COMMIT` into a plain
 table, `32 / processes` connections per process). Appends per second are
 the total count over the slowest process's time. On a 2-core machine the
-processes share the cores with PostgreSQL itself.
+processes share the cores with PostgreSQL itself. With more than one
+process, each keeps one append statement in flight at a time, as the
+workers of `convo serve --workers N` do (`api.server.WORKER_WRITE_STATEMENTS`);
+one process alone keeps two.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 import uuid
 from typing import Any
 
+from api.server import prepare_worker_environment
 from bench.harness import (
     bench_database,
     open_repository,
@@ -82,8 +86,11 @@ async def _raw_side(url: str, writers: int, per_writer: int, seed: int) -> tuple
             await conn.close()
 
 
-def _worker(args: tuple[str, str, int, int, int]) -> tuple[int, float]:
-    side, url, writers, per_writer, seed = args
+def _worker(args: tuple[str, str, int, int, int, int]) -> tuple[int, float]:
+    side, url, processes, writers, per_writer, seed = args
+    if processes > 1:
+        # As `convo serve --workers N` prepares its workers (api/server.py).
+        prepare_worker_environment(url)
     run = _store_side if side == "store" else _raw_side
     return asyncio.run(run(url, writers, per_writer, seed))
 
@@ -91,7 +98,8 @@ def _worker(args: tuple[str, str, int, int, int]) -> tuple[int, float]:
 def _rate(side: str, url: str, processes: int, round_number: int) -> float:
     writers, per_writer = WRITERS // processes, _per_writer()
     jobs = [
-        (side, url, writers, per_writer, 1000 * round_number + 100 * p) for p in range(processes)
+        (side, url, processes, writers, per_writer, 1000 * round_number + 100 * p)
+        for p in range(processes)
     ]
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
         done = pool.map(_worker, jobs)

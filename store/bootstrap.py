@@ -12,7 +12,10 @@ from store.storage import Storage
 async def open_storage(url: str, settings: Settings, *, max_size: int = 10) -> PostgresStorage:
     """A PostgreSQL storage on `url` with the settings' session timeouts."""
     return await PostgresStorage.connect(
-        url, options=settings.connection_options(), max_size=max_size
+        url,
+        options=settings.connection_options(),
+        max_size=max_size,
+        writers=settings.write_statements,
     )
 
 

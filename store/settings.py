@@ -15,12 +15,15 @@ from pathlib import Path
 import platformdirs
 
 from store.commands import Limits
+from store.postgres.group_commit import WRITERS
 from store.postgres.urls import DRIVER_SCHEME, libpq_url, sqlalchemy_url
 from store.validation import DEFAULT_MAX_MESSAGES_PER_APPEND, MAX_MESSAGES_PER_APPEND
 
 __all__ = ["DRIVER_SCHEME", "Settings", "libpq_url", "sqlalchemy_url"]
 
 LOG_FORMATS = ("json", "text")
+WRITE_STATEMENTS_ENV = "CONVO_WRITE_STATEMENTS"
+MAX_WRITE_STATEMENTS = 16
 
 
 def _int_env(name: str, default: int, unit: str, *, low: int = 0, high: int | None = None) -> int:
@@ -76,6 +79,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("CONVO_SHUTDOWN_TIMEOUT_S", "shutdown_timeout_s", "shut-down: requests in flight"),
     ("CONVO_LOG_FORMAT", "log_format", "convo serve's log lines: json or text"),
     ("CONVO_LOG_LEVEL", "log_level", "debug, info, warning or error"),
+    (
+        WRITE_STATEMENTS_ENV,
+        "write_statements",
+        "append statements in flight at once (1 per worker of serve --workers)",
+    ),
 )
 
 
@@ -98,6 +106,10 @@ class Settings:
     db_wait_s: float = 30.0
     # Shut-down: how long in-flight requests may take to finish.
     shutdown_timeout_s: float = 10.0
+    # Statements of optimistic appends this process keeps in flight at once
+    # (store.postgres.group_commit). `convo serve --workers N` gives each
+    # worker `WORKER_WRITE_STATEMENTS` unless this is set (api/server.py).
+    write_statements: int = WRITERS
     log_format: str = "json"
     log_level: str = "INFO"
 
@@ -124,6 +136,9 @@ class Settings:
             max_body_bytes=_int_env("CONVO_MAX_BODY_BYTES", 32 * 1024 * 1024, "bytes", low=1),
             db_wait_s=_float_env("CONVO_DB_WAIT_S", 30.0, "seconds"),
             shutdown_timeout_s=_float_env("CONVO_SHUTDOWN_TIMEOUT_S", 10.0, "seconds"),
+            write_statements=_int_env(
+                WRITE_STATEMENTS_ENV, WRITERS, "statements", low=1, high=MAX_WRITE_STATEMENTS
+            ),
             log_format=_choice_env("CONVO_LOG_FORMAT", "json", LOG_FORMATS),
             log_level=_choice_env(
                 "CONVO_LOG_LEVEL", "info", ("debug", "info", "warning", "error")

@@ -1,9 +1,14 @@
-"""DATABASE_URL spellings and the timeouts every connection sets."""
+"""DATABASE_URL spellings, the timeouts every connection sets, and the append
+statements each process keeps in flight."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from api.server import WORKER_DATABASE_URL, WORKER_WRITE_STATEMENTS, prepare_worker_environment
+from store.postgres.group_commit import WRITERS
 from store.settings import Settings, libpq_url, sqlalchemy_url
 
 
@@ -41,3 +46,40 @@ def test_a_bad_timeout_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("CONVO_LOCK_TIMEOUT_MS", "soon")
     with pytest.raises(ValueError, match="CONVO_LOCK_TIMEOUT_MS"):
         Settings.from_env()
+
+
+def test_append_statements_in_flight_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CONVO_WRITE_STATEMENTS", raising=False)
+    assert Settings.from_env().write_statements == WRITERS
+    monkeypatch.setenv("CONVO_WRITE_STATEMENTS", "3")
+    assert Settings.from_env().write_statements == 3
+
+
+@pytest.mark.parametrize("bad", ["0", "17", "two"])
+def test_a_bad_number_of_append_statements_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    monkeypatch.setenv("CONVO_WRITE_STATEMENTS", bad)
+    with pytest.raises(ValueError, match="CONVO_WRITE_STATEMENTS"):
+        Settings.from_env()
+
+
+def test_each_worker_process_keeps_one_append_statement_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CONVO_WRITE_STATEMENTS", raising=False)
+    monkeypatch.delenv(WORKER_DATABASE_URL, raising=False)
+    prepare_worker_environment("postgresql://u@h/db")
+    assert os.environ[WORKER_DATABASE_URL] == "postgresql://u@h/db"
+    assert Settings.from_env().write_statements == WORKER_WRITE_STATEMENTS == 1
+
+
+def test_an_operators_number_of_append_statements_wins_in_the_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONVO_WRITE_STATEMENTS", "4")
+    monkeypatch.delenv(WORKER_DATABASE_URL, raising=False)
+    prepare_worker_environment("postgresql://u@h/db")
+    assert Settings.from_env().write_statements == 4
