@@ -106,7 +106,7 @@ WORKER_DATABASE_URL = "CONVO_WORKER_DATABASE_URL"
 # into more, smaller statements for the server to run. Measured with 32
 # writers on 2 cores (bench/processes.py, runs side by side): 2 workers
 # went from 0.58-0.70 of raw psycopg's appends/s to 0.70-0.78 with one
-# each, 4 workers from 0.50-0.60 to 0.67-0.79; one process alone did
+# each, 4 workers from 0.50-0.65 to 0.67-0.79; one process alone did
 # better with two (0.87-0.98 against 0.72-0.75). docs/storage.md.
 WORKER_WRITE_STATEMENTS = 1
 
