@@ -26,9 +26,8 @@ from sqlalchemy import make_url
 
 from bench.report import local_facts
 from store import migrate
-from store.bootstrap import repository
+from store.bootstrap import open_storage, repository
 from store.db import create_database_if_missing, drop_database, make_sync_engine
-from store.postgres import PostgresStorage
 from store.repository import Repository
 from store.runtime import open_database
 from store.settings import Settings, libpq_url
@@ -83,12 +82,11 @@ async def open_repository(
 
     The only place the benchmarks construct the store.
     """
-    storage = await PostgresStorage.connect(
+    storage = await open_storage(
         url,
-        options=settings.connection_options(),
-        min_size=pool_size if min_size is None else min_size,
+        settings,
         max_size=pool_size,
-        writers=settings.write_statements,
+        min_size=pool_size if min_size is None else min_size,
     )
     try:
         yield repository(storage, settings)

@@ -9,11 +9,15 @@ from store.settings import Settings, limits_from_settings
 from store.storage import Storage
 
 
-async def open_storage(url: str, settings: Settings, *, max_size: int = 10) -> PostgresStorage:
-    """A PostgreSQL storage on `url` with the settings' session timeouts."""
+async def open_storage(
+    url: str, settings: Settings, *, max_size: int = 10, min_size: int = 1
+) -> PostgresStorage:
+    """A PostgreSQL storage on `url` with the settings' session timeouts and
+    append statements in flight, its pool `min_size` to `max_size` connections."""
     return await PostgresStorage.connect(
         url,
         options=settings.connection_options(),
+        min_size=min_size,
         max_size=max_size,
         writers=settings.write_statements,
     )
