@@ -148,7 +148,7 @@ class ForkSource:
     windows: tuple[ForkWindow, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)  # not frozen: built per message (store.projections.projector)
 class EventToWrite:
     version: int
     type: str
