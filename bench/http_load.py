@@ -8,9 +8,10 @@ request, to a file). Its key is made with `store.api_keys.create_key`, as
 `convo keys create` makes one, for the tenant the in-process repository uses,
 so both sides see the same conversations.
 
-The load generator is this process: an `httpx.AsyncClient` per virtual
-client (HTTP/1.1, one keep-alive connection each: `own_clients` says why not
-one shared client), bodies serialized with orjson before the clock starts.
+The load generator is this process: one keep-alive HTTP/1.1 connection per
+virtual client (`bench.http_client`, a lean client: httpx cost 0.8 ms of
+CPU a request on these 2 shared cores, this one 0.12), bodies serialized
+with orjson before the clock starts.
 
 - closed loop, 1, 8 and 32 virtual clients, each on its own conversation,
   each sending its next request only when the previous one answered: at most
@@ -80,6 +81,7 @@ from bench.harness import (
     raw_async_connection,
     run_and_record,
 )
+from bench.http_client import Connection, Pool
 from bench.report import comparison, print_comparisons, print_table
 from bench.workload import Script, as_json, as_messages
 from bench.write_path import Stream, raw_insert, setup_raw_table
@@ -359,13 +361,21 @@ async def create_api_key(url: str, settings: Settings) -> str:
     return plaintext
 
 
-def http_client(server: Server, key: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        base_url=server.base_url,
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-        limits=httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT),
-        timeout=120,
-        trust_env=False,
+@dataclass(frozen=True)
+class Client:
+    """Where and as whom the generator's connections talk to the server."""
+
+    base_url: str
+    headers: dict[str, str]
+
+    def connection(self) -> Connection:
+        return Connection(self.base_url, self.headers)
+
+
+def http_client(server: Server, key: str) -> Client:
+    return Client(
+        server.base_url,
+        {"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
 
 
@@ -388,49 +398,35 @@ def path(conversation_id: object, action: str) -> str:
     return f"/conversations/{quote(str(conversation_id), safe='')}/{action}"
 
 
-async def http_conversation(http: httpx.AsyncClient) -> tuple[str, int]:
-    response = await http.post("/conversations", content=b'{"metadata":{"bench":"http_load"}}')
-    response.raise_for_status()
-    created = orjson.loads(response.content)
+async def http_conversation(http: Connection | Pool) -> tuple[str, int]:
+    response = await http.post("/conversations", b'{"metadata":{"bench":"http_load"}}')
+    if response.status != 201:
+        raise RuntimeError(f"creating a conversation answered {response.status}")
+    created = orjson.loads(response.body)
     return str(created["id"]), int(created["version"])
 
 
-def _http_sender(http: httpx.AsyncClient, target: str, bodies: list[bytes], ok: int) -> Sender:
+def _http_sender(http: Connection, target: str, bodies: list[bytes], ok: int) -> Sender:
     async def send(i: int) -> str | None:
-        response = await http.post(target, content=bodies[i % len(bodies)])
-        return None if response.status_code == ok else str(response.status_code)
+        response = await http.post(target, bodies[i % len(bodies)])
+        return None if response.status == ok else str(response.status)
 
     return send
 
 
 @asynccontextmanager
-async def own_clients(
-    http: httpx.AsyncClient, clients: int
-) -> AsyncIterator[list[httpx.AsyncClient]]:
-    """One client per virtual client, each with one keep-alive connection,
-    configured as `http`. Not one shared client: httpx's shared pool costs
-    more CPU per request the more requests are in flight (measured against
-    a server that answers at once: 0.65 ms a request with 8 in flight, 1.1
-    ms with 32, against 0.47 for both with a client each), which made this
-    generator, not the server, the limit at 32 clients."""
-    own = [
-        httpx.AsyncClient(
-            base_url=http.base_url,
-            headers=http.headers,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            timeout=http.timeout,
-            trust_env=False,
-        )
-        for _ in range(clients)
-    ]
+async def own_clients(http: Client, clients: int) -> AsyncIterator[list[Connection]]:
+    """One keep-alive connection per virtual client, as an agent's SDK
+    client keeps one; closed when the level ends."""
+    own = [http.connection() for _ in range(clients)]
     try:
         yield own
     finally:
-        for client in own:
-            await client.aclose()
+        for connection in own:
+            await connection.close()
 
 
-async def http_appends(https: list[httpx.AsyncClient], cap: int) -> list[Sender]:
+async def http_appends(https: list[Connection], cap: int) -> list[Sender]:
     """Client `k` appends to its own conversation through `https[k]`."""
     senders = []
     for http, raw in zip(https, scripts(len(https), cap), strict=True):
@@ -491,7 +487,7 @@ async def raw_appends(
 ASSEMBLE_BODY = orjson.dumps({"format": "openai-chat"})
 
 
-def http_assembles(https: list[httpx.AsyncClient], conversations: list[Any]) -> list[Sender]:
+def http_assembles(https: list[Connection], conversations: list[Any]) -> list[Sender]:
     """Client `k` builds conversation `k`'s payload through `https[k]`."""
     return [
         _http_sender(http, path(conversations[k], "assemble"), [ASSEMBLE_BODY], 200)
@@ -543,7 +539,7 @@ class Sides:
         default_factory=lambda: {"append": {}, "assemble": {}}
     )
 
-    async def append(self, side: str, clients: int, http: httpx.AsyncClient, pid: int) -> None:
+    async def append(self, side: str, clients: int, http: Client, pid: int) -> None:
         cap = cap_for(side, clients)
         if side == "raw":
             async with raw_appends(self.url, self.settings, clients, cap) as senders:
@@ -557,7 +553,7 @@ class Sides:
                 figures = await measured(closed_loop(senders, cap, WARMUP_S, WINDOW_S), pid)
         self.results["append"].setdefault(side, {})[str(clients)] = figures
 
-    async def assemble(self, side: str, clients: int, http: httpx.AsyncClient, pid: int) -> None:
+    async def assemble(self, side: str, clients: int, http: Client, pid: int) -> None:
         if side == "store":
             senders = store_assembles(self.repository, self.conversations, clients)
             figures = await measured(closed_loop(senders, 10**9, WARMUP_S, WINDOW_S), None)
@@ -568,7 +564,7 @@ class Sides:
         self.results["assemble"].setdefault(side, {})[str(clients)] = figures
 
 
-async def one_server(sides: Sides, server: Server, http: httpx.AsyncClient) -> dict[str, Any]:
+async def one_server(sides: Sides, server: Server, http: Client) -> dict[str, Any]:
     """Every level against `server`, with the in-process and raw sides taking
     turns with it on the first server; its open-loop figures."""
     http_side = f"http_{server.workers}w"
@@ -582,8 +578,12 @@ async def one_server(sides: Sides, server: Server, http: httpx.AsyncClient) -> d
     top = sides.results["append"][http_side][str(max(CONCURRENCY))]["requests_per_s"]
     rate = OPEN_LOOP_SHARE * top
     print(f"append, open loop at {rate:.0f}/s, {http_side} ...", flush=True)
-    send = await open_loop_sender(http, math.ceil(rate * WINDOW_S))
-    figures = await measured(open_loop(send, rate, WINDOW_S, MAX_IN_FLIGHT), server.pid)
+    pool = Pool(http.base_url, http.headers)
+    try:
+        send = await open_loop_sender(pool, math.ceil(rate * WINDOW_S))
+        figures = await measured(open_loop(send, rate, WINDOW_S, MAX_IN_FLIGHT), server.pid)
+    finally:
+        await pool.close()
     return {"offered_per_s": rate, **figures}
 
 
@@ -600,8 +600,8 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
             with log_path.open("w") as log:
                 for workers in WORKERS:
                     with serving(url, workers, log) as server:
-                        async with http_client(server, key) as http:
-                            open_loops[f"http_{workers}w"] = await one_server(sides, server, http)
+                        http = http_client(server, key)
+                        open_loops[f"http_{workers}w"] = await one_server(sides, server, http)
         problems = server_problems(log_path)
     return {
         "quick": QUICK,
@@ -633,8 +633,9 @@ def server_problems(log: Path, keep: int = 5) -> dict[str, Any]:
     return {"count": count, "first": found}
 
 
-async def open_loop_sender(http: httpx.AsyncClient, count: int) -> Sender:
-    """Request `i` appends to conversation `i % 32` (no tool calls, no expected version)."""
+async def open_loop_sender(http: Pool, count: int) -> Sender:
+    """Request `i` appends to conversation `i % 32` (no tool calls, no expected
+    version), on an idle connection of the pool or a new one."""
     per = math.ceil(count / OPEN_LOOP_CONVERSATIONS) + 1
     targets, bodies = [], []
     for k in range(OPEN_LOOP_CONVERSATIONS):
@@ -645,8 +646,8 @@ async def open_loop_sender(http: httpx.AsyncClient, count: int) -> Sender:
 
     async def send(i: int) -> str | None:
         k, n = i % OPEN_LOOP_CONVERSATIONS, i // OPEN_LOOP_CONVERSATIONS
-        response = await http.post(targets[k], content=bodies[k][n])
-        return None if response.status_code == 201 else str(response.status_code)
+        response = await http.post(targets[k], bodies[k][n])
+        return None if response.status == 201 else str(response.status)
 
     return send
 

@@ -1,19 +1,22 @@
 """bench.http_load's load generator, run for a fraction of a second against the
-app in-process (in-memory storage, httpx's ASGI transport): it sends what the
-routes accept, and counts what it should. No timing is asserted."""
+app served by uvicorn in this event loop (in-memory storage, a loopback port):
+it sends what the routes accept, and counts what it should. No timing is
+asserted."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest_asyncio
+import uvicorn
 
 from api.app import create_app
 from api.deps import Services
 from bench.http_load import (
+    Client,
     closed_loop,
     http_appends,
     http_assembles,
@@ -33,26 +36,35 @@ from store.testing import MemoryStorage
 
 
 @pytest_asyncio.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
+async def http() -> AsyncIterator[Client]:
     keys = MemoryKeys()
     key = keys.create(DEFAULT_TENANT, "bench")
     services = Services(
         storage=MemoryStorage(), tenant_for_key=keys.tenant_for_key, limits=Limits()
     )
     app = create_app(Settings.from_env(), services=services)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://convo.test",
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    ) as client:
-        yield client
+    # Bound and listening before the server starts: connections wait in its
+    # backlog until uvicorn accepts them.
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield Client(
+            f"http://127.0.0.1:{port}",
+            {"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+    finally:
+        server.should_exit = True
+        await serving
 
 
-async def test_closed_loop_appends_with_tool_calls_and_expected_versions(
-    http: httpx.AsyncClient,
-) -> None:
-    senders = await http_appends([http] * 3, cap=40)
+async def test_closed_loop_appends_with_tool_calls_and_expected_versions(http: Client) -> None:
+    connections = [http.connection() for _ in range(3)]
+    senders = await http_appends(connections, cap=40)
     load = await closed_loop(senders, 40, warmup_s=0.02, window_s=0.2)
+    for connection in connections:
+        await connection.close()
     assert load.errors == {}
     assert load.latencies
     assert 0 < load.sent <= 3 * 40
@@ -61,11 +73,13 @@ async def test_closed_loop_appends_with_tool_calls_and_expected_versions(
     assert figures["p99_ms"] >= figures["median_ms"]
 
 
-async def test_closed_loop_assembles(http: httpx.AsyncClient) -> None:
-    cid, version = await http_conversation(http)
+async def test_closed_loop_assembles(http: Client) -> None:
+    connection = http.connection()
+    cid, version = await http_conversation(connection)
     body = b'{"messages":[{"role":"user","content":"hi"}],"expected_version":%d}' % version
-    assert (await http.post(path(cid, "messages"), content=body)).status_code == 201
-    load = await closed_loop(http_assembles([http], [cid]), 10**9, 0.0, 0.1)
+    assert (await connection.post(path(cid, "messages"), body)).status == 201
+    load = await closed_loop(http_assembles([connection], [cid]), 10**9, 0.0, 0.1)
+    await connection.close()
     assert load.errors == {}
     assert load.sent > 0
 
