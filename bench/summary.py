@@ -111,7 +111,7 @@ def _http_load(figures: dict[str, Any]) -> list[str]:
         "",
         "Closed loop: N clients, each on its own conversation, each sending its next "
         "request when the previous one answered; open loop: a fixed schedule, latency "
-        "from when a request was due. Generator CPU is this process's (httpx) per "
+        "from when a request was due. Generator CPU is this process's (bench.http_client) per "
         "request and in cores; busy cores: the whole machine (other work included).",
         "",
         "| operation | side | clients | requests/s | median ms | p99 ms "
