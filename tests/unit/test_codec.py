@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from store.codec import (
+    PLAIN_FIELDS,
     STORED_DEFAULT_KIND,
     decode_message,
     decode_stored,
@@ -98,6 +99,11 @@ def _dumped(message: Message) -> dict[str, object]:
         del data["kind"]
     defaults = Message.model_construct(role=message.role).model_dump(mode="json")
     return {k: v for k, v in data.items() if k in ("role", "kind") or defaults.get(k) != v}
+
+
+def test_the_plain_encoding_spells_out_every_field_but_reasoning() -> None:
+    # A field added to Message must be added to codec._encode_plain too.
+    assert tuple(name for name in Message.model_fields if name != "reasoning") == PLAIN_FIELDS
 
 
 @given(messages())
