@@ -2,6 +2,8 @@ FROM python:3.12-slim
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md LICENSE alembic.ini ./
 COPY store ./store
+COPY hosting ./hosting
+COPY convo ./convo
 COPY api ./api
 COPY migrations ./migrations
 # Installed as root (into the image's Python); run as an unprivileged user

@@ -31,10 +31,10 @@ from api.metrics import CONTENT_TYPE, Metrics, pool_stats
 from api.middleware import RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
 from api.routes import api_router
-from store.api_keys import KeyLookup
-from store.bootstrap import open_storage
-from store.errors import StorageFailure
-from store.settings import Settings, limits_from_settings
+from hosting.bootstrap import open_storage
+from hosting.keys import KeyLookup
+from hosting.settings import Settings, limits_from_settings
+from store.domain.errors import StorageFailure
 
 _log = logging.getLogger("convo.storage")
 

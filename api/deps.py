@@ -19,9 +19,9 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import Unauthorized
-from store.commands import Limits
+from store.domain.commands import Limits
 from store.repository import Repository
-from store.storage import Storage
+from store.repository.port import Storage
 
 bearer_scheme = HTTPBearer(auto_error=False, description="`Authorization: Bearer cs_…`")
 api_key_scheme = APIKeyHeader(

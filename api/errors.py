@@ -63,7 +63,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.logging import describe_error
-from store.errors import (
+from store.domain.errors import (
     BoundaryError,
     ConcurrencyConflict,
     ConfigurationError,

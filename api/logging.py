@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
-from store.settings import Settings
+from hosting.settings import Settings
 
 # The id of the request being handled, set by `api.middleware.RequestContext`
 # for the request's task: every line logged while handling it carries it.

@@ -33,7 +33,7 @@ from typing import Any
 
 from starlette.types import Scope
 
-from store.errors import StorageFailure
+from store.domain.errors import StorageFailure
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UNMATCHED_ROUTE = "<unmatched>"

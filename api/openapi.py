@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from store.messages import ROLES
+from store.domain.messages import ROLES
 
 ROLE_COMPONENT = "Role"
 _ROLE_REF = f"#/components/schemas/{ROLE_COMPONENT}"

@@ -9,11 +9,11 @@ instead of FastAPI's 400 "There was an error parsing the body":
   that PostgreSQL cannot store.)
 - JSON nested past what the parser can recurse into is refused, not a
   RecursionError. (Nesting the store accepts is far shallower:
-  `store.inputs.MAX_JSON_DEPTH`.)
+  `store.domain.inputs.MAX_JSON_DEPTH`.)
 - a number with more digits than Python converts is refused.
 
 `NaN`, `Infinity` and `1e400` still parse (as floats): the fields they land
-in refuse them, by name (`store.inputs`).
+in refuse them, by name (`store.domain.inputs`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 These are the API's own models, separate from the tables: requests are
 validated here (unknown fields are refused), then handed to the repository.
 Every field, path and query parameter and header has a type, a range and a
-size limit (`store.inputs`); integers are strict (no `"1"`, no `true`).
+size limit (`store.domain.inputs`); integers are strict (no `"1"`, no `true`).
 Where the store's frozen value types are plain data (`Message`,
 `StoredMessage`, `Conversation`, `Appended`, `BatchResult`, `Batch`,
 `ToolBlock`, `AgentProfile`, `ContextSlots`, `Diagnostics`, the batch
@@ -26,11 +26,11 @@ from pydantic import (
     field_validator,
 )
 
-from store import operations
 from store.assembler import Diagnostics, ProviderFormat
-from store.context import AgentProfile, ContextSlots, TodoItem
-from store.conversation_keys import MAX_KEY_LENGTH, key_problem
-from store.inputs import (
+from store.domain import operations
+from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.domain.conversation_keys import MAX_KEY_LENGTH, key_problem
+from store.domain.inputs import (
     MAX_BIGINT,
     MAX_INTEGER,
     MAX_METADATA_CHARS,
@@ -45,10 +45,10 @@ from store.inputs import (
     json_object,
     rule,
 )
-from store.messages import MAIN_AGENT, Content, Message
-from store.records import ExpectedVersion, StreamState
+from store.domain.messages import MAIN_AGENT, Content, Message
+from store.domain.records import ExpectedVersion, StreamState
+from store.domain.validation import MAX_MESSAGES_PER_APPEND
 from store.repository import MAX_READ_LIMIT
-from store.validation import MAX_MESSAGES_PER_APPEND
 
 ExpectedVersionField = Annotated[
     Version | None,
@@ -305,7 +305,7 @@ class ForkRequest(_Body):
 # --- batch operations -----------------------------------------------------------------
 #
 # The body of `POST /conversations/{id}/batches` is the store's operation value
-# (`store.operations`) with the write's `expected_version` next to its fields:
+# (`store.domain.operations`) with the write's `expected_version` next to its fields:
 # one subclass per operation adds that field and nothing else, so the JSON is
 # {"operation": ..., <the operation's fields>, "expected_version": ...}.
 

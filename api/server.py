@@ -20,7 +20,7 @@ Returning normally matters. uvicorn's own handling re-raises the signal
 once it has shut down, and SIGTERM's default action then kills the
 process on the spot: the caller's `finally` blocks never run, and the
 embedded PostgreSQL `convo serve` started would keep running with a dead
-process in its list of users (see `store.embedded`).
+process in its list of users (see `hosting.embedded`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from fastapi import FastAPI
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from api.logging import logging_config
-from store.settings import WRITE_STATEMENTS_ENV, Settings
+from hosting.settings import WRITE_STATEMENTS_ENV, Settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from bench.report import print_table, write_results
 from store.assembler import AssembleOptions, PlacementPolicy, ProviderFormat, assemble
-from store.context import AgentProfile, ContextSlots, TodoItem, TodoStatus
-from store.messages import Message, MessageKind, ToolCall
-from store.tokens import approximate_tokens
+from store.domain.context import AgentProfile, ContextSlots, TodoItem, TodoStatus
+from store.domain.messages import Message, MessageKind, ToolCall
+from store.domain.tokens import approximate_tokens
 
 ROUNDS = 200
 TODO_EVERY = 3

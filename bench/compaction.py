@@ -37,11 +37,11 @@ from bench.harness import (
     time_interleaved,
 )
 from bench.report import comparison, print_comparisons
+from hosting.settings import Settings
 from store.compaction import CompactionJob, CompactionPolicy
-from store.messages import Message, ToolCall
+from store.domain.messages import Message, ToolCall
 from store.postgres import search_indexes
 from store.repository import Repository
-from store.settings import Settings
 
 QUICK = quick_mode()
 CONVERSATIONS = 100 if QUICK else 1_000

@@ -5,7 +5,7 @@ the same run.
   `CONVO_BENCH_QUICK=1`; user and assistant turns, a tool call and its
   result every 5th turn, ~400 characters each), written through the
   repository. The store exports it as `GET /conversations/{id}/export`
-  does (`store.export.export_pages`: keyset pages of 1,000, typed JSON
+  does (`store.repository.export.export_pages`: keyset pages of 1,000, typed JSON
   lines) to /dev/null; the baseline reads the same message bodies in keyset
   pages of 1,000 with plain psycopg (`messages` joined to `events`) and
   writes one orjson line each. Each runs in a child process of its own,
@@ -18,7 +18,7 @@ the same run.
   decoded and named), against the global feed's statement without a tenant
   (`store.postgres.feed.READ_FEED`) on a plain psycopg connection; both in
   this process, interleaved, medians of events/s.
-- notify cost (why the tail polls, store.feed): 8 writers each on its own
+- notify cost (why the tail polls, store.domain.feed): 8 writers each on its own
   connection, INSERT + COMMIT into a plain table, against the same with
   `pg_notify` in the same statement (a data-modifying CTE: no extra round
   trip). PostgreSQL serialises the commits of notifying transactions; the
@@ -52,11 +52,11 @@ from bench.harness import (
 )
 from bench.report import comparison, print_comparisons
 from bench.workload import Script, as_messages
-from store.feed import parse_checkpoint
+from hosting.settings import Settings
+from store.domain.feed import parse_checkpoint
+from store.domain.records import FeedPosition
 from store.postgres.feed import READ_FEED
-from store.records import FeedPosition
 from store.repository import Repository
-from store.settings import Settings
 
 QUICK = quick_mode()
 MESSAGES = 20_000 if QUICK else 100_000
@@ -118,7 +118,7 @@ def _peak_kb() -> int:
 
 
 async def _child_store(url: str, conversation: str, sink: IO[bytes]) -> dict[str, Any]:
-    from store.export import export_pages
+    from store.repository.export import export_pages
 
     settings = Settings.from_env()
     async with open_repository(url, settings, pool_size=1) as repository:

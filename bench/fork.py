@@ -35,9 +35,9 @@ from bench.harness import (
     vacuum,
 )
 from bench.report import comparison, print_table
-from store.conversation_keys import stream_id
-from store.messages import Message, ToolCall
-from store.settings import Settings
+from hosting.settings import Settings
+from store.domain.conversation_keys import stream_id
+from store.domain.messages import Message, ToolCall
 
 QUICK = quick_mode()
 SIZE = 10_000 if QUICK else 100_000

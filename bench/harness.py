@@ -25,12 +25,12 @@ import psycopg
 from sqlalchemy import make_url
 
 from bench.report import local_facts
-from store import migrate
-from store.bootstrap import open_storage, repository
-from store.db import create_database_if_missing, drop_database, make_sync_engine
+from hosting import migrate
+from hosting.bootstrap import open_storage, repository
+from hosting.database import open_database
+from hosting.engines import create_database_if_missing, drop_database, make_sync_engine
+from hosting.settings import Settings, libpq_url
 from store.repository import Repository
-from store.runtime import open_database
-from store.settings import Settings, libpq_url
 
 QUICK_ENV = "CONVO_BENCH_QUICK"
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@ called in-process and against raw psycopg, in the same run.
 The server is the real one: `convo serve --no-migrate` as a subprocess on a
 free 127.0.0.1 port against the benchmark's database, with 1 worker process
 and then with `--workers 2`, logging as deployed (one JSON access line per
-request, to a file). Its key is made with `store.api_keys.create_key`, as
+request, to a file). Its key is made with `hosting.keys.create_key`, as
 `convo keys create` makes one, for the tenant the in-process repository uses,
 so both sides see the same conversations.
 
@@ -85,11 +85,11 @@ from bench.http_client import Connection, Pool
 from bench.report import comparison, print_comparisons, print_table
 from bench.workload import Script, as_json, as_messages
 from bench.write_path import Stream, raw_insert, setup_raw_table
-from store.api_keys import create_key
-from store.db import make_async_engine
-from store.messages import Message
+from hosting.engines import make_async_engine
+from hosting.keys import create_key
+from hosting.settings import Settings
+from store.domain.messages import Message
 from store.repository import DEFAULT_TENANT, Conversation, Repository
-from store.settings import Settings
 
 QUICK = quick_mode()
 CONCURRENCY = (1, 8, 32)
@@ -97,7 +97,7 @@ WORKERS = (1, 2)
 WARMUP_S = 0.3 if QUICK else 1.0
 WINDOW_S = 1.5 if QUICK else 5.0
 ASSEMBLE_MESSAGES = 1_000
-SERVER_POOL = 10  # the server's storage pool (store.bootstrap.open_storage)
+SERVER_POOL = 10  # the server's storage pool (hosting.bootstrap.open_storage)
 # Bodies are prepared before the clock for at most these rates (per client, in
 # all), well above what 2 cores reach; a client that runs out stops (`capped`).
 RATE_CEILINGS = {"store": (2_000, 5_000), "http": (2_000, 5_000), "raw": (5_000, 15_000)}
@@ -105,7 +105,7 @@ OPEN_LOOP_SHARE = 0.5
 OPEN_LOOP_CONVERSATIONS = 32
 MAX_IN_FLIGHT = 64
 SERVER_START_S = 90.0
-CONVO = [sys.executable, "-c", "from store.cli import main; main()"]
+CONVO = [sys.executable, "-c", "from convo import main; main()"]
 
 # What one request does: None when it got the answer it expects, else a label.
 Sender = Callable[[int], Awaitable[str | None]]

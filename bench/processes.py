@@ -37,7 +37,7 @@ from bench.harness import (
 from bench.report import comparison, print_comparisons, write_results
 from bench.workload import Script, as_json, as_messages
 from bench.write_path import Stream, raw_insert, setup_raw_table
-from store.settings import Settings
+from hosting.settings import Settings
 
 WRITERS = 32
 PROCESSES = (1, 2, 4)

@@ -60,9 +60,9 @@ from bench.harness import (
 )
 from bench.report import comparison, print_comparisons
 from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
-from store.context import AgentProfile
+from hosting.settings import Settings
+from store.domain.context import AgentProfile
 from store.repository import Repository
-from store.settings import Settings
 
 QUICK = quick_mode()
 WINDOW_SIZE = 5_000  # the goals' sizes, in both modes

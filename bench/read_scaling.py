@@ -81,10 +81,10 @@ from bench.harness import (
     vacuum,
 )
 from bench.report import comparison, print_table
-from store.db import make_sync_engine
-from store.messages import Message, MessageKind, ToolCall
+from hosting.engines import make_sync_engine
+from hosting.settings import Settings
+from store.domain.messages import Message, MessageKind, ToolCall
 from store.repository import Repository
-from store.settings import Settings
 
 SIZES = (1_000, 10_000, 100_000)
 TARGET_RATIO = 1.3

@@ -28,7 +28,7 @@ Afterwards, read from the database itself:
   no message is stored that no client sent;
 - every conversation's event versions are 1..n without a gap;
 - each conversation's projections equal a rebuild from its events
-  (`store.rebuild`), row for row.
+  (`store.repository.rebuild`), row for row.
 It prints requests, answers by status, p50/p99 latency and the result;
 the exit code is 1 if the integrity check fails.
 """
@@ -58,17 +58,17 @@ import uvicorn
 
 from api.app import create_app
 from api.logging import logging_config
-from store import migrate
-from store.api_keys import create_key
-from store.bootstrap import open_storage
-from store.conversation_keys import stream_id
-from store.db import create_database_if_missing, make_async_engine, make_sync_engine
-from store.embedded import EmbeddedPostgres
+from hosting import migrate
+from hosting.bootstrap import open_storage
+from hosting.database import EMBEDDED_DATABASE
+from hosting.embedded import EmbeddedPostgres
+from hosting.engines import create_database_if_missing, make_async_engine, make_sync_engine
+from hosting.keys import create_key
+from hosting.settings import Settings
+from store.domain.conversation_keys import stream_id
 from store.postgres import PostgresStorage
-from store.projections.tables import PROJECTION_TABLES
-from store.rebuild import rebuild_conversation
-from store.runtime import EMBEDDED_DATABASE
-from store.settings import Settings
+from store.postgres.tables import PROJECTION_TABLES
+from store.repository.rebuild import rebuild_conversation
 
 TENANTS = ("soak-acme", "soak-globex")
 CONVERSATIONS_PER_TENANT = 8
@@ -277,7 +277,7 @@ async def snapshot(storage: PostgresStorage, conversation: str) -> dict[str, lis
 async def check_integrity(url: str, settings: Settings, soak: Soak) -> list[str]:
     failures: list[str] = []
     tally = soak.tally
-    # The checks read tables, keyed by stream id (store.conversation_keys);
+    # The checks read tables, keyed by stream id (store.domain.conversation_keys);
     # the clients know the conversations by the ids the API gave them.
     stream_of = {
         key: str(stream_id(tenant, key))

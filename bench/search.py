@@ -39,9 +39,9 @@ import psycopg
 
 from bench.harness import open_repository, quick_mode, raw_sync_connection, run_and_record
 from bench.report import comparison, print_comparisons, print_table
-from store.events import from_data
-from store.search import SearchQuery, search_query
-from store.settings import Settings
+from hosting.settings import Settings
+from store.domain.events import from_data
+from store.domain.search import SearchQuery, search_query
 
 QUICK = quick_mode()
 CONVERSATIONS = 100 if QUICK else 1_000

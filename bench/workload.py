@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from store.messages import Message
+from store.domain.messages import Message
 
 CHARS = 400
 TOOL_EVERY = 5  # with tools: the 4th and 5th message of every 5 are a call and its result

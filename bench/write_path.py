@@ -89,10 +89,10 @@ from bench.harness import (
 )
 from bench.report import comparison, print_comparisons, print_table
 from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
-from store.messages import Message
+from hosting.settings import Settings
+from store.domain.messages import Message
 from store.postgres import search_indexes
 from store.repository import Repository
-from store.settings import Settings
 
 QUICK = quick_mode()
 SINGLE_REPEATS = 300 if QUICK else 1_000

@@ -1,6 +1,6 @@
 """Alembic environment: runs migrations on a given connection or URL.
 
-`store.migrate` passes a live connection in `config.attributes`; the
+`hosting.migrate` passes a live connection in `config.attributes`; the
 `alembic` command line passes a URL (from `-x url=...`, the ini file, or
 DATABASE_URL).
 """
@@ -12,8 +12,8 @@ import os
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from store.settings import sqlalchemy_url
-from store.tables import include_name, metadata
+from hosting.settings import sqlalchemy_url
+from hosting.tables import include_name, metadata
 
 config = context.config
 target_metadata = metadata

@@ -30,8 +30,8 @@ import pytest_asyncio
 from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.db import make_async_engine, make_sync_engine
-from store.settings import Settings, libpq_url, sqlalchemy_url
+from hosting.engines import make_async_engine, make_sync_engine
+from hosting.settings import Settings, libpq_url, sqlalchemy_url
 
 TEMPLATE_PREFIX = "convo_test_template"
 
@@ -75,7 +75,7 @@ def _find_server(stack: ExitStack) -> tuple[str, str]:
 
         container = stack.enter_context(PostgresContainer("postgres:17", driver="psycopg"))
         return sqlalchemy_url(container.get_connection_url()), "testcontainers"
-    from store.embedded import start_embedded
+    from hosting.embedded import start_embedded
 
     data_dir = Path(tempfile.mkdtemp(prefix="convo-test-pg-"))
     server = start_embedded(data_dir, delete_on_exit=True)
@@ -125,7 +125,7 @@ def needs_trigram(trigram_available: bool) -> None:
 @pytest.fixture(scope="session")
 def template_database(database_server: str, settings: Settings) -> Iterator[str]:
     """A database migrated to head once per session; tests clone it."""
-    from store import migrate
+    from hosting import migrate
 
     name = f"{TEMPLATE_PREFIX}_{uuid.uuid4().hex[:8]}"
     _admin(database_server, f'CREATE DATABASE "{name}"')

@@ -17,8 +17,8 @@ from api.schemas import (
     Written,
     expected_version,
 )
-from store.context import AgentProfile
-from store.messages import MAIN_AGENT
+from store.domain.context import AgentProfile
+from store.domain.messages import MAIN_AGENT
 
 router = APIRouter(prefix="/conversations", tags=["agents"], route_class=JSONRoute)
 

@@ -16,7 +16,7 @@ from api.schemas import (
     ConversationIdPath,
     expected_version,
 )
-from store.messages import StoredMessage
+from store.domain.messages import StoredMessage
 from store.repository import Batch, BatchResult
 
 router = APIRouter(prefix="/conversations", tags=["batches"], route_class=JSONRoute)

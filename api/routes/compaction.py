@@ -30,7 +30,7 @@ from store.compaction import (
     CompactionReport,
     ConversationResult,
 )
-from store.errors import ConversationIsArchived, ConversationNotFound
+from store.domain.errors import ConversationIsArchived, ConversationNotFound
 
 MAX_COMPACTIONS_PER_REQUEST = 1_000
 DEFAULT_COMPACTIONS_PER_REQUEST = 100

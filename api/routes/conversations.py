@@ -18,8 +18,8 @@ from api.schemas import (
     ConversationUpdate,
     expected_version,
 )
-from store.inputs import MAX_METADATA_CHARS, json_problem
-from store.listing import MAX_CURSOR_CHARS, ConversationPage
+from store.domain.inputs import MAX_METADATA_CHARS, json_problem
+from store.domain.listing import MAX_CURSOR_CHARS, ConversationPage
 from store.repository import MAX_READ_LIMIT, Conversation
 
 router = APIRouter(prefix="/conversations", tags=["conversations"], route_class=JSONRoute)

@@ -15,7 +15,7 @@ resume point past the other tenants' events it scanned:
 
 A client that reconnects sends `Last-Event-ID` (EventSource does) and
 resumes right after it. How the tail waits and why it polls rather than
-LISTENs: store.feed.
+LISTENs: store.domain.feed.
 """
 
 from __future__ import annotations
@@ -30,15 +30,14 @@ from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
 from api.routing import JSONRoute
 from api.schemas import ConversationIdPath
-from store.feed import (
+from store.domain.feed import (
     HEARTBEAT_SECONDS,
     MAX_FEED_LIMIT,
     ConversationEvents,
     FeedPage,
     parse_checkpoint,
-    tail,
 )
-from store.inputs import MAX_BIGINT
+from store.domain.inputs import MAX_BIGINT
 from store.repository import Repository
 
 router = APIRouter(tags=["events"], responses=CONVERSATION_ERRORS, route_class=JSONRoute)
@@ -101,7 +100,7 @@ async def _server_sent_events(
     repository: Repository, after: str, heartbeat: float
 ) -> AsyncIterator[bytes]:
     yield b": connected\n\n"
-    async for page in tail(repository, parse_checkpoint(after), heartbeat=heartbeat):
+    async for page in repository.tail(parse_checkpoint(after), heartbeat=heartbeat):
         if not page.events:
             yield f": heartbeat\nid: {page.next}\n\n".encode()
             continue

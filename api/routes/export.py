@@ -1,4 +1,4 @@
-"""Export: one conversation as JSON Lines, streamed a page at a time (store.export)."""
+"""Export: one conversation as JSON Lines, streamed a page at a time (store.repository.export)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
 from api.routing import JSONRoute
 from api.schemas import ConversationIdPath
-from store.export import export_pages
+from store.repository.export import export_pages
 
 router = APIRouter(
     prefix="/conversations", tags=["export"], responses=CONVERSATION_ERRORS, route_class=JSONRoute

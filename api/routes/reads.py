@@ -17,9 +17,9 @@ from api.schemas import (
     CountQuery,
     OrdinalQuery,
 )
-from store.inputs import MAX_BIGINT
-from store.listing import MAX_CURSOR_CHARS, MessagePage
-from store.messages import MessageKind, Role, StoredMessage
+from store.domain.inputs import MAX_BIGINT
+from store.domain.listing import MAX_CURSOR_CHARS, MessagePage
+from store.domain.messages import MessageKind, Role, StoredMessage
 from store.repository import MAX_READ_LIMIT, Scope, ToolBlock
 
 router = APIRouter(

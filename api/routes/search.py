@@ -11,10 +11,10 @@ from fastapi import APIRouter, Query
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
 from api.routing import JSONRoute
-from store.errors import InvalidOperation
-from store.inputs import MAX_AGENT_ID_CHARS, MAX_ID_CHARS, MAX_INTEGER
-from store.messages import MessageKind, Role
-from store.search import (
+from store.domain.errors import InvalidOperation
+from store.domain.inputs import MAX_AGENT_ID_CHARS, MAX_ID_CHARS, MAX_INTEGER
+from store.domain.messages import MessageKind, Role
+from store.domain.search import (
     DEFAULT_SEARCH_LIMIT,
     MAX_CURSOR_CHARS,
     MAX_SEARCH_LIMIT,

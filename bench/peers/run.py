@@ -28,8 +28,8 @@ from bench.harness import bench_database, machine_facts, profile_calls, quick_mo
 from bench.peers.systems import SYSTEMS, TAG, Conflict, ConvoStore, System, tagged
 from bench.report import comparison, print_comparisons, write_results
 from bench.workload import Script
-from store.db import create_database_if_missing, drop_database
-from store.settings import Settings, libpq_url
+from hosting.engines import create_database_if_missing, drop_database
+from hosting.settings import Settings, libpq_url
 
 QUICK = quick_mode()
 # History sizes: last 50 at each; single appends up to MEDIUM (storage, cold load).

@@ -23,7 +23,7 @@ from sqlalchemy import make_url
 
 from bench.harness import open_repository
 from bench.workload import TOOL_EVERY
-from store.settings import Settings, libpq_url
+from hosting.settings import Settings, libpq_url
 
 
 def peer(module: str) -> Any:
@@ -243,7 +243,7 @@ class ConvoStore(System):
         return [m.text for m in await self._all(self.repository, thread)]
 
     async def writer(self, thread: Any, mode: str) -> Writer:
-        from store.errors import ConcurrencyConflict
+        from store.domain.errors import ConcurrencyConflict
 
         repository = self.repository
         checked = self.modes[mode]

@@ -82,7 +82,7 @@ UPGRADE = [
     "DROP INDEX ix_batch_members_role",
     "ALTER TABLE batch_members DROP COLUMN role, DROP COLUMN agent_id",
     "ALTER TABLE tool_calls DROP COLUMN arguments",
-    # The log keeps JSON as text (see store.schema).
+    # The log keeps JSON as text (see store.postgres.schema).
     "ALTER TABLE events ALTER COLUMN data TYPE json USING data::json",
 ]
 

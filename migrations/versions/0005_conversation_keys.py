@@ -1,7 +1,7 @@
 """Conversation ids users choose (unique per tenant).
 
 A conversation is addressed by the id its creator chose; the storage keeps
-a uuid derived from the tenant and that id (`store.conversation_keys`), and
+a uuid derived from the tenant and that id (`store.domain.conversation_keys`), and
 the id itself in `conversations.key`. Existing conversations keep their
 UUID as their id: their rows are re-keyed to the derived uuid, in every
 table that names a conversation.
@@ -24,7 +24,7 @@ down_revision: str | None = "0004_text_stored_once"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# A copy of store.conversation_keys' namespace: a migration must not change
+# A copy of store.domain.conversation_keys' namespace: a migration must not change
 # when the code does.
 _NAMESPACE = uuid.UUID("0b7e3c52-61a4-4f0e-9d3a-5c8e2f14a9b7")
 

@@ -21,7 +21,7 @@ depends_on: str | Sequence[str] | None = None
 # a GIN index; jsonb_path_ops is smaller and faster than the default opclass
 # and supports exactly `@>`. Appends never change `metadata` or `created_at`,
 # so neither index costs them their HOT updates. `updated_at` stays
-# unindexed on purpose: every append sets it (store.listing).
+# unindexed on purpose: every append sets it (store.domain.listing).
 UPGRADE: list[str] = [
     "CREATE INDEX ix_conversations_tenant_created_at_id ON conversations (tenant, created_at, id)",
     "DROP INDEX ix_conversations_tenant_created_at",

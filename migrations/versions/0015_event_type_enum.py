@@ -12,7 +12,7 @@ turns it into the enum on insert; an unknown name is refused there, as the
 type's set is closed. A new event type therefore comes with a migration
 (`ALTER TYPE event_type ADD VALUE '…'`), and
 `tests/migrations/test_migrations.py` checks the enum names every event type
-`store.events` defines.
+`store.domain.events` defines.
 
 Upgrading rewrites the events table and rebuilds its indexes (the search
 indexes are partial on the type, so they are dropped and built again after
@@ -36,7 +36,7 @@ down_revision: str | None = "0014_tool_calls_in_place"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Every event type as of this revision (`store.events`), frozen here.
+# Every event type as of this revision (`store.domain.events`), frozen here.
 EVENT_TYPES = (
     "conversation_started",
     "message_appended",

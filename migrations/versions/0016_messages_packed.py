@@ -5,7 +5,7 @@ multiple of its alignment. `messages` had grown column by column: 8-byte
 numbers after variable-length text, so most rows carried padding in three
 places, and `role_ordinal` was a bigint beside the 4-byte `batch`. No
 conversation can use the upper half of a role's ordinal: the store refuses
-an append past 2,147,483,647 messages in one conversation (`store.commands`),
+an append past 2,147,483,647 messages in one conversation (`store.domain.commands`),
 and an ordinal never exceeds the message count. Fixed-width columns now come
 first, widest first, then the variable-length ones: a row is ~10 bytes
 shorter, and after 5,000 appends the table took about 11 bytes a message

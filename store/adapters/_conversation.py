@@ -22,14 +22,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from store.conversation_keys import conversation_key
-from store.errors import (
+from store.domain.conversation_keys import conversation_key
+from store.domain.errors import (
     BoundaryError,
     ConcurrencyConflict,
     ConversationNotFound,
     InvalidMessage,
 )
-from store.messages import Message, StoredMessage, ToolCall
+from store.domain.messages import Message, StoredMessage, ToolCall
 from store.repository import Repository
 
 ADAPTER_KEY = "convo_adapter"
@@ -81,7 +81,7 @@ class Conversation:
         self.repository = repository
         self.session_id = session_id
         # A framework's session id is the conversation's id (unique per
-        # tenant: store.conversation_keys); it is checked on first use.
+        # tenant: store.domain.conversation_keys); it is checked on first use.
         self.id = conversation_key(session_id)
         self._exists = False
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from store.messages import ImagePart, TextPart
+from store.domain.messages import ImagePart, TextPart
 
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 

@@ -45,8 +45,8 @@ from store.adapters._conversation import ADAPTER_KEY, Conversation, adapter_meta
 from store.adapters._json import plain
 from store.adapters._loop import background_loop, run_sync
 from store.adapters._parts import Unmapped, image_from_url, image_url, text_part
-from store.inputs import MAX_METADATA_CHARS, json_problem
-from store.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
+from store.domain.inputs import MAX_METADATA_CHARS, json_problem
+from store.domain.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
 from store.repository import Repository
 
 __all__ = [

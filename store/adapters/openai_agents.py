@@ -32,8 +32,8 @@ from pydantic import ValidationError
 from store.adapters._conversation import ADAPTER_KEY, Conversation, adapter_meta, raw_call_id
 from store.adapters._json import arguments_text, parse_arguments, plain
 from store.adapters._parts import Unmapped, image_from_url, image_url, text_part
-from store.inputs import MAX_METADATA_CHARS, json_problem
-from store.messages import (
+from store.domain.inputs import MAX_METADATA_CHARS, json_problem
+from store.domain.messages import (
     ContentPart,
     ImagePart,
     Message,
@@ -65,7 +65,7 @@ class ConvoSession:
     """A Agents SDK session kept in a convo-store conversation.
 
     The session id is the conversation's id (ids are unique per tenant:
-    `store.conversation_keys`); it is created on the first `add_items`.
+    `store.domain.conversation_keys`); it is created on the first `add_items`.
     Several `ConvoSession` objects (tasks, processes) may share a session
     id: appends are serialised by the store, none is lost.
     """

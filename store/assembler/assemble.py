@@ -44,9 +44,9 @@ from store.assembler.repair import normalise_window
 from store.assembler.sanitize import sanitize_window
 from store.assembler.special_block import SPECIAL_SLOT, special_block
 from store.assembler.system_prompt import SystemPromptChoice, choose_system_prompt
-from store.context import AgentProfile, ContextSlots
-from store.messages import Message
-from store.tokens import TokenCounter, estimate_messages_tokens
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.messages import Message
+from store.domain.tokens import TokenCounter, estimate_messages_tokens
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from store.assembler.diagnostics import BudgetTrim
 from store.assembler.tool_blocks import units
-from store.messages import Message
-from store.tokens import TokenCounter, estimate_messages_tokens
+from store.domain.messages import Message
+from store.domain.tokens import TokenCounter, estimate_messages_tokens
 
 
 def trim_to_budget(

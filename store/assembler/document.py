@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from store.assembler.options import AssembleOptions
-from store.context import AgentProfile, ContextSlots, TodoItem
-from store.messages import MAIN_AGENT, ImagePart, Message, MessageKind, TextPart, ToolCall
+from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.domain.messages import MAIN_AGENT, ImagePart, Message, MessageKind, TextPart, ToolCall
 
 
 class DocumentError(ValueError):

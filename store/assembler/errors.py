@@ -3,7 +3,7 @@ is the validator's)."""
 
 from __future__ import annotations
 
-from store.errors import ConfigurationError
+from store.domain.errors import ConfigurationError
 
 # Why each format cannot take a request with nothing in its message list.
 _WHY_NOT_EMPTY = {

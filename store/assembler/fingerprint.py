@@ -20,7 +20,7 @@ batch and timestamps does not. With LF a line feed:
 
 where F(None) is "-" and F(s) is len(s) (in code points) ":" s; calls is
 "" without tool calls, else F(id) F(name) F(arguments) of each call, in
-order, the arguments as `store.tokens.arguments_text` writes them
+order, the arguments as `store.domain.tokens.arguments_text` writes them
 (`json.dumps(arguments, sort_keys=True)`, the text the token estimate
 counts); reasoning is "" without reasoning, else the compact JSON (no
 whitespace, sorted keys, non-ASCII kept) of the list of each block's
@@ -48,10 +48,10 @@ from hashlib import sha256
 from typing import Any
 
 from store.assembler.diagnostics import StablePrefix
-from store.codec import STORED_DEFAULT_KIND, decode_row, decode_window
-from store.json_text import sorted_json
-from store.messages import Message, ToolCall
-from store.tokens import TokenCounter, arguments_text, estimate_messages_tokens
+from store.domain.codec import STORED_DEFAULT_KIND, decode_row, decode_window
+from store.domain.json_text import sorted_json
+from store.domain.messages import Message, ToolCall
+from store.domain.tokens import TokenCounter, arguments_text, estimate_messages_tokens
 
 VERSION = "convo-store/stable-prefix/2"
 
@@ -188,7 +188,7 @@ def stable_prefix(
 def digest_rows(format: str, system_prompt: str | None, rows: Sequence[Sequence[Any]]) -> str:
     """`fingerprint(...)` of the messages stored as `rows` (each starts with
     the message's event JSON and its latest edit's or None, as
-    `store.codec.StoredWindow` holds them), read off the JSON: the same
+    `store.domain.codec.StoredWindow` holds them), read off the JSON: the same
     text, without making a `Message` of each row, which was two thirds of
     the fingerprint of a 5,000-message prefix built from stored JSON
     (store.assembler.plain). A row with parts or reasoning, whose record

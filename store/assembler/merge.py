@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from store.assembler.diagnostics import Repair, RepairKind
 from store.assembler.special_block import is_special
-from store.messages import Content, ContentPart, Message, TextPart
+from store.domain.messages import Content, ContentPart, Message, TextPart
 
 
 def _parts(content: Content) -> tuple[ContentPart, ...]:

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store.tokens import TokenCounter, approximate_tokens
+from store.domain.tokens import TokenCounter, approximate_tokens
 
 
 class ProviderFormat(StrEnum):

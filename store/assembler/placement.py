@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from store.assembler.options import PlacementPolicy
 from store.assembler.tool_blocks import block_at, tool_blocks
-from store.messages import Message
+from store.domain.messages import Message
 
 
 def _block_around(history: Sequence[Message], index: int) -> tuple[int, int] | None:

@@ -41,10 +41,10 @@ from store.assembler.placement import special_block_index
 from store.assembler.reminders import wrap_reminder
 from store.assembler.sanitize import has_non_finite
 from store.assembler.tool_ids import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, IdRule
-from store.codec import StoredWindow, decode_row, decode_window
-from store.context import AgentProfile, ContextSlots
-from store.messages import MAIN_AGENT, Message
-from store.tokens import MESSAGE_OVERHEAD, approximate_tokens, arguments_text
+from store.domain.codec import StoredWindow, decode_row, decode_window
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.messages import MAIN_AGENT, Message
+from store.domain.tokens import MESSAGE_OVERHEAD, approximate_tokens, arguments_text
 
 Row = Sequence[Any]
 # A tool call as a target is told it: id, name, arguments, and the

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from store.assembler.diagnostics import Repair, RepairKind
-from store.messages import Message, MessageKind, TextPart
+from store.domain.messages import Message, MessageKind, TextPart
 
 
 def wrap_reminder(text: str) -> str:

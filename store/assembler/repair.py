@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from store.assembler.diagnostics import Repair, RepairKind
-from store.messages import Message, MessageKind, TextPart
+from store.domain.messages import Message, MessageKind, TextPart
 
 INTERRUPTED_RESULT = "[tool call interrupted: no result was recorded for this call]"
 SYNTHESIZED = "synthesized"

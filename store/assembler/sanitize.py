@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from store.assembler.diagnostics import Repair, RepairKind
-from store.messages import Message, ToolCall
+from store.domain.messages import Message, ToolCall
 
 
 def non_finite_text(number: float) -> str:

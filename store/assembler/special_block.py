@@ -9,7 +9,7 @@ cache breakpoints, diagnostics) can recognise it.
 
 from __future__ import annotations
 
-from store.context import (
+from store.domain.context import (
     FOLDER_NOTES,
     ROLE_DEFINITION,
     TODO,
@@ -17,7 +17,7 @@ from store.context import (
     ContextSlots,
     TodoItem,
 )
-from store.messages import MAIN_AGENT, Message, MessageKind
+from store.domain.messages import MAIN_AGENT, Message, MessageKind
 
 SPECIAL_SLOT = "special_slot"
 

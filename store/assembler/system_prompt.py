@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.context import AgentProfile
-from store.errors import ConfigurationError
+from store.domain.context import AgentProfile
+from store.domain.errors import ConfigurationError
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store.messages import Message
+from store.domain.messages import Message
 
 
 @dataclass(frozen=True, kw_only=True)

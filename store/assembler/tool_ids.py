@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 
 from store.assembler.diagnostics import Repair, RepairKind
-from store.messages import Message
+from store.domain.messages import Message
 
 _NOT_ANTHROPIC = re.compile(r"[^a-zA-Z0-9_-]")
 

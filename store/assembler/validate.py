@@ -24,7 +24,7 @@ from store.assembler.rules import (
     xml_tools,
 )
 from store.assembler.rules.violation import Violation
-from store.errors import ConvoStoreError
+from store.domain.errors import ConvoStoreError
 
 _CHECKS: dict[ProviderFormat, Callable[[dict[str, Any]], list[Violation]]] = {
     ProviderFormat.OPENAI_CHAT: openai_chat.check,

@@ -16,7 +16,6 @@ Run it as `convo compact` or `POST /compactions`; docs/compaction.md says
 how, and what it guarantees.
 """
 
-from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
 from store.compaction.job import (
     STATUSES,
     CompactionJob,
@@ -32,6 +31,7 @@ from store.compaction.summarizer import (
     SummaryRefused,
     check_summary,
 )
+from store.repository.port import CandidateCursor, CandidateQuery, CompactionCandidate
 
 __all__ = [
     "STATUSES",

@@ -21,49 +21,16 @@ compacted it meanwhile), so a page is a hint, never a promise.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING
 
 from store.compaction.policy import CompactionPolicy
-
-if TYPE_CHECKING:
-    from store.storage import Storage
-
-DEFAULT_PAGE = 500
-
-
-@dataclass(frozen=True, kw_only=True)
-class CandidateCursor:
-    """Where a page of candidates ended: the last one's creation time and stream id."""
-
-    created_at: datetime
-    stream: uuid.UUID
-
-
-@dataclass(frozen=True, kw_only=True)
-class CandidateQuery:
-    """A page of a tenant's writable conversations whose `agent_id` window
-    holds more than `max_messages` messages or `max_tokens` tokens."""
-
-    agent_id: str
-    max_messages: int | None
-    max_tokens: int | None
-    after: CandidateCursor | None = None
-    limit: int = DEFAULT_PAGE
-
-
-@dataclass(frozen=True, kw_only=True)
-class CompactionCandidate:
-    """A conversation over a threshold, as the page found it."""
-
-    conversation_id: str  # the id callers use
-    version: int
-    messages: int  # in the agent's current window
-    tokens: int
-    cursor: CandidateCursor
+from store.repository.port import (
+    DEFAULT_CANDIDATE_PAGE,
+    CandidateCursor,
+    CandidateQuery,
+    CompactionCandidate,
+    Storage,
+)
 
 
 async def find_candidates(
@@ -72,7 +39,7 @@ async def find_candidates(
     policy: CompactionPolicy,
     *,
     limit: int | None = None,
-    page_size: int = DEFAULT_PAGE,
+    page_size: int = DEFAULT_CANDIDATE_PAGE,
 ) -> AsyncIterator[CompactionCandidate]:
     """Every candidate of `tenant` (at most `limit`), page by page."""
     after: CandidateCursor | None = None

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from store.compaction.candidates import CompactionCandidate, find_candidates
+from store.compaction.candidates import find_candidates
 from store.compaction.plan import (
     BoundaryKind,
     CompactionPlan,
@@ -62,15 +62,16 @@ from store.compaction.summarizer import (
     check_summary,
     clip,
 )
-from store.errors import (
+from store.domain.errors import (
     ConcurrencyConflict,
     ConversationBusy,
     ConversationNotFound,
     ConvoStoreError,
 )
-from store.messages import Message, MessageKind
-from store.operations import StartBatch
-from store.tokens import estimate_message_tokens
+from store.domain.messages import Message, MessageKind
+from store.domain.operations import StartBatch
+from store.domain.tokens import estimate_message_tokens
+from store.repository.port import CompactionCandidate
 
 if TYPE_CHECKING:
     from store.repository import Repository

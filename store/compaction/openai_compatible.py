@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from store.compaction.summarizer import clip
-from store.messages import MessageKind, StoredMessage
+from store.domain.messages import MessageKind, StoredMessage
 
 INSTRUCTION = (
     "You compact an AI agent's conversation history. Summarize the transcript below so the "

@@ -24,7 +24,7 @@ and compacts one agent's. Should `window` hold other agents' messages too,
 those before the boundary are retained: compacting one agent never hides
 another's.
 
-`store.commands` checks the same rules again when the batch starts (the
+`store.domain.commands` checks the same rules again when the batch starts (the
 plan is made outside the write's lock); a plan that breaks them is refused
 there with `BoundaryError`, never applied.
 """
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from store.compaction.policy import CompactionPolicy
-from store.messages import ROLES, MessageKind, StoredMessage
+from store.domain.messages import ROLES, MessageKind, StoredMessage
 
 BoundaryKind = Literal["turn", "step"]
 

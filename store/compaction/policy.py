@@ -24,9 +24,9 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from store.errors import InvalidOperation
-from store.inputs import AgentId
-from store.messages import MAIN_AGENT, ROLES, Role
+from store.domain.errors import InvalidOperation
+from store.domain.inputs import AgentId
+from store.domain.messages import MAIN_AGENT, ROLES, Role
 
 MAX_THRESHOLD = 100_000_000
 MAX_KEEP_LAST = 1_000

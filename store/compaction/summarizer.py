@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from store.messages import MessageKind, StoredMessage
+from store.domain.messages import MessageKind, StoredMessage
 
 
 @runtime_checkable

@@ -52,7 +52,7 @@ unique violation's `DETAIL: Key (...)=(...)`, a check violation's "Failing
 row contains (...)"), and message content must never reach logs. Only the
 SQLSTATE, the driver's class name, the constraint name and the conversation
 id are kept. (psycopg never puts parameters in its errors; the SQLAlchemy
-engines of `store.db` hide them from theirs.) One way out
+engines of `hosting.engines` hide them from theirs.) One way out
 remains: `raise ours from error` keeps the driver's error as `__cause__`,
 so a printed traceback of ours (`logger.exception`, an uncaught error in a
 CLI) prints the server's message too. Log our errors by class and message,
@@ -74,7 +74,7 @@ import psycopg.errors
 import psycopg_pool
 from sqlalchemy import exc as sa_exc
 
-from store.errors import (
+from store.domain.errors import (
     ConcurrencyConflict,
     ConversationBusy,
     ConvoStoreError,
@@ -121,8 +121,8 @@ def _bug(violation: Violation) -> ConvoStoreError:
     return StorageError(sqlstate=violation.sqlstate, error_class=violation.error_class)
 
 
-# Every named constraint and unique index of the schema (`store.schema`,
-# `store.projections.tables`, `store.api_keys`), each with a decision; a
+# Every named constraint and unique index of the schema (`store.postgres.schema`,
+# `store.postgres.tables`, `hosting.keys`), each with a decision; a
 # test keeps this table and the schema's names in step. A violation of a
 # constraint not listed is a StorageError.
 #
@@ -135,7 +135,7 @@ def _bug(violation: Violation) -> ConvoStoreError:
 # is a bug, and retrying the same request would fail the same way.
 CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
     {
-        # store.schema: the event log
+        # store.postgres.schema: the event log
         # Two creators of one id (the stream row is created with ON CONFLICT
         # DO NOTHING, so only a new insert path could get here).
         "pk_conversations": _lost_race,
@@ -144,7 +144,7 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "pk_events": _lost_race,
         "ck_events_version_positive": _bug,
         "pk_append_requests": _key_raced,
-        # store.projections.tables: maintained under the row lock
+        # store.postgres.tables: maintained under the row lock
         "pk_messages": _bug,
         "uq_messages_client_message_id": _client_id_reused,
         "ck_messages_role_known": _bug,
@@ -158,7 +158,7 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         "ck_tool_calls_status_known": _bug,
         "pk_agent_profiles": _bug,  # upserted: ON CONFLICT … DO UPDATE
         "pk_context_slots": _bug,  # upserted: ON CONFLICT … DO UPDATE
-        # store.api_keys: random ids and 32 random bytes; a clash is a bug
+        # hosting.keys: random ids and 32 random bytes; a clash is a bug
         "pk_api_keys": _bug,
         "uq_api_keys_key_hash": _bug,
         # Retired by migration 0004 (a database below it, or downgraded):

@@ -30,8 +30,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from store.feed import FeedPage, checkpoint, event_from_row, scan_limit
-from store.records import FeedPosition, RecordedEvent
+from store.domain.feed import FeedPage, checkpoint, event_from_row, scan_limit
+from store.domain.records import FeedPosition, RecordedEvent
 
 # Only transactions below our snapshot's xmin are finished for certain.
 _HORIZON = "(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint"
@@ -99,7 +99,7 @@ async def feed_lag(conn: AsyncConnection[Any]) -> float:
     return float(row[0]) if row is not None else 0.0
 
 
-# --- one tenant's feed (store.feed) ------------------------------------------------
+# --- one tenant's feed (store.domain.feed) ------------------------------------------------
 #
 # Events have no tenant column: each scanned event is joined to its stream row
 # (primary key) for the tenant. The scan is bounded (`scan`): a page returns

@@ -9,8 +9,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from store.postgres import sql
-from store.search import (
+from store.domain.search import (
     START_MARK,
     STOP_MARK,
     Cursor,
@@ -21,6 +20,7 @@ from store.search import (
     marked_snippet,
     substring_snippet,
 )
+from store.postgres import sql
 
 # ts_headline's options: the two best fragments of up to 30 words, each
 # match between control characters (removed from the text beforehand).

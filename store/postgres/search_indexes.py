@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import psycopg
 
-from store.errors import InvalidOperation
+from store.domain.errors import InvalidOperation
 
 SearchIndexKind = Literal["text", "substring"]
 

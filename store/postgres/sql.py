@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from store.messages import ROLES
+from store.domain.messages import ROLES
 
 # --- the stream row -------------------------------------------------------------
 
@@ -862,7 +862,7 @@ def append_cte(
     reads them, in one statement: one Bind/Execute on the wire instead of
     one per table, with one plan cached per shape (at most 32 shapes). They cannot
     see each other's rows, which is why a call answered in the same append
-    is inserted answered (`store.projections.projector.AppendMessages`).
+    is inserted answered (`store.domain.projector.AppendMessages`).
 
     `guarded`: the optimistic appends of any number of conversations
     (above), each row naming its conversation; `request` and `client_ids`
@@ -956,7 +956,7 @@ DELETE_SLOT = (
 
 ARCHIVE = "UPDATE conversations SET archived_at = %(at)s WHERE id = %(cid)s"
 
-# --- forks (docs/storage.md, "Forks") ------------------------------------------------------
+# --- forks (docs/storage.md, "Forks") ---
 
 # The parent, share-locked until the fork commits: no write to it meanwhile,
 # so everything the fork reads of it is of one version.
@@ -977,7 +977,7 @@ FORK_COUNTS = (
     f" FROM messages AS m WHERE {_FORKED}"
 )
 # Each copied message, with the batch of its agent's window at the fork
-# point and whether that window shows it (`store.storage.fork_windows`).
+# point and whether that window shows it (`store.repository.port.fork_windows`).
 # The window at the fork point is the agent's (or every agent's) latest
 # batch started before the parent's next message after `up_to` was
 # appended: at the parent's last message, its current window (a compaction
@@ -1082,7 +1082,7 @@ CONVERSATION_IDS = "SELECT id FROM conversations ORDER BY id"
 
 # --- listing conversations ----------------------------------------------------------------
 
-# `key` is the client's id (store.conversation_keys); `id`, the stream's
+# `key` is the client's id (store.domain.conversation_keys); `id`, the stream's
 # uuid, is the tie-breaker the cursor carries.
 LIST_COLUMNS = (
     f"key, tenant, version, {MAIN_BATCH}, next_seq, archived_at IS NOT NULL,"
@@ -1106,7 +1106,7 @@ def list_conversations(
     filter combination. The order and the cursor are one range of the index
     (tenant, created_at, id); metadata containment can use the GIN index
     (jsonb_path_ops); updated_at is filtered, not indexed (see
-    `store.listing`)."""
+    `store.domain.listing`)."""
     conditions = ["tenant = %(tenant)s", "version > 0", "deleted_at IS NULL"]
     if metadata:
         conditions.append("metadata @> %(metadata)s")
@@ -1131,7 +1131,7 @@ def list_conversations(
     )
 
 
-# --- compaction (store.compaction) ---------------------------------------------------
+# --- compaction (store.compaction) ---
 
 # A window never holds more messages than this, read from the stream row and
 # its current batch's row alone: every member of a batch is retained, or has
@@ -1192,7 +1192,7 @@ COUNT_EVENTS = (
     "SELECT count(*) FROM events WHERE %(cid)s::uuid IS NULL OR conversation_id = %(cid)s"
 )
 
-# --- search (store.search, docs/search.md) ---------------------------------------------
+# --- search (store.domain.search, docs/search.md) ---
 
 # A message's searchable text is derived from its event, never stored:
 # `convo_search_text(data)` (migrations 0006, 0009) is the expression the
@@ -1268,7 +1268,7 @@ def search(*, substring: bool, filters: tuple[str, ...]) -> str:
     )
 
 
-# --- export and the feed (store.feed, store.export) ---------------------------------
+# --- export and the feed (store.domain.feed, store.repository.export) ---
 
 # Versions of one conversation commit in order (its stream row lock), so a
 # keyset by version never skips one: no feed horizon needed here.

@@ -1,4 +1,4 @@
-"""`store.storage.Storage` on PostgreSQL, over psycopg 3 and its pool.
+"""`store.repository.port.Storage` on PostgreSQL, over psycopg 3 and its pool.
 
 Round trips are the cost to watch: a single append is two at most.
 
@@ -21,7 +21,7 @@ the row locked, the guard writes nothing and the append is decided again,
 the two-round-trip way.
 
 Why pipeline mode and a CTE rather than a server-side function: the
-decisions (`store.commands`) and the projector stay in Python, shared with
+decisions (`store.domain.commands`) and the projector stay in Python, shared with
 the in-memory storage, and SQL only writes the rows it is given; psycopg
 prepares each statement shape at its first use on a connection, so the
 server plans none of them again. A server function would have moved the
@@ -50,7 +50,7 @@ append in parallel: there is no global write lock.
 
 Every exception that escapes a transaction goes through
 `store.postgres.driver_errors.translate`: the store's callers only ever see
-`store.errors`.
+`store.domain.errors`.
 """
 
 from __future__ import annotations
@@ -75,27 +75,20 @@ from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from store.codec import StoredWindow, collector_paused, decode_stored_rows, message_text
-from store.commands import Head
-from store.compaction.candidates import CandidateCursor, CandidateQuery, CompactionCandidate
-from store.context import AgentProfile, ContextSlots, default_profile, slots_from_values
-from store.errors import ConversationDeleted, ConversationNotFound, InvalidOperation
-from store.events import from_data
-from store.feed import (
+from store.domain.codec import StoredWindow, collector_paused, decode_stored_rows, message_text
+from store.domain.commands import Head
+from store.domain.context import AgentProfile, ContextSlots, default_profile, slots_from_values
+from store.domain.errors import ConversationDeleted, ConversationNotFound, InvalidOperation
+from store.domain.events import from_data
+from store.domain.feed import (
     ChangedConversation,
     FeedEvent,
     FeedPage,
     event_from_row,
 )
-from store.listing import ConversationCursor, ConversationQuery, Listed
-from store.messages import ROLES, Role, StoredMessage
-from store.postgres import feed, search, sql
-from store.postgres.driver_errors import translate
-from store.postgres.feed_signal import FeedSignal
-from store.postgres.group_commit import WRITERS, GroupCommit, GuardedAppend, rows_json
-from store.postgres.pooled import pooled
-from store.postgres.urls import libpq_url
-from store.projections.projector import (
+from store.domain.listing import ConversationCursor, ConversationQuery, Listed
+from store.domain.messages import ROLES, Role, StoredMessage
+from store.domain.projector import (
     AppendMessages,
     Archive,
     Changes,
@@ -112,11 +105,23 @@ from store.projections.projector import (
     Step,
     ViewHead,
 )
-from store.records import FeedPosition, RecordedEvent
-from store.search import SearchPage, SearchQuery
-from store.storage import (
+from store.domain.records import FeedPosition, RecordedEvent
+from store.domain.search import SearchPage, SearchQuery
+from store.domain.validation import CallState
+from store.domain.values import Batch, Conversation, ToolBlock
+from store.domain.window import WindowEntry
+from store.postgres import feed, search, sql
+from store.postgres.driver_errors import translate
+from store.postgres.feed_signal import FeedSignal
+from store.postgres.group_commit import WRITERS, GroupCommit, GuardedAppend, rows_json
+from store.postgres.pooled import pooled
+from store.postgres.urls import libpq_url
+from store.repository.port import (
     NO_LOOKUPS,
     AssemblyInput,
+    CandidateCursor,
+    CandidateQuery,
+    CompactionCandidate,
     ForkSource,
     HistoryPage,
     Lookups,
@@ -127,9 +132,6 @@ from store.storage import (
     Write,
     fork_windows,
 )
-from store.validation import CallState
-from store.values import Batch, Conversation, ToolBlock
-from store.window import WindowEntry
 
 Row = tuple[Any, ...]
 T = TypeVar("T")
@@ -1056,7 +1058,7 @@ class PostgresStorage:
         """`_read`, the rows made into values by `decode(row, found)`: the
         collector is paused from when they are here until they are values,
         and they are gone before it runs again, so its next pass never walks
-        them (store.codec, `collector_paused`). The pause starts after the
+        them (store.domain.codec, `collector_paused`). The pause starts after the
         pipeline's sync, so it spans no query and no wait for a connection,
         only the connection's return (its commit); the decoding runs after
         that return, not holding a connection of the pool.
@@ -1380,7 +1382,7 @@ class PostgresStorage:
             slots=slots_from_values(dict(slots)),
         )
 
-    # --- search (store.search, store.postgres.search) ------------------------------------
+    # --- search (store.domain.search, store.postgres.search) ---
 
     async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
         async with self._connection() as conn:
@@ -1461,7 +1463,7 @@ class PostgresStorage:
         (row,) = await self._rows(sql.COUNT_EVENTS, {"cid": conversation_id})
         return int(row[0])
 
-    # --- export and the tenant feed (store.feed, store.export) -----------------------
+    # --- export and the tenant feed (store.domain.feed, store.repository.export) ---
 
     async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
         async with self._connection() as conn:

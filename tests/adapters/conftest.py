@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from store.memory import InMemoryRepository
 from store.postgres import PostgresStorage
 from store.repository import Repository
-from store.testing import InMemoryRepository
 
 
 @pytest.fixture(

@@ -17,8 +17,8 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from store.adapters.langchain import ConvoChatMessageHistory, run_sync
+from store.memory import InMemoryRepository
 from store.repository import Repository
-from store.testing import InMemoryRepository
 
 # langchain-core 1.x deprecates RunnableWithMessageHistory (for LangGraph);
 # it is what BaseChatMessageHistory users run, so it is what we test.

@@ -26,8 +26,8 @@ from openai.types.responses import (
 from openai.types.responses.response_reasoning_item import Summary
 
 from store.adapters.openai_agents import ConvoSession
+from store.memory import InMemoryRepository
 from store.repository import Repository
-from store.testing import InMemoryRepository
 
 set_tracing_disabled(True)
 

@@ -16,12 +16,12 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.deps import Services
-from store.api_keys import KeyLookup, MemoryKeys, create_key
-from store.commands import Limits
-from store.db import make_async_engine
+from hosting.engines import make_async_engine
+from hosting.keys import KeyLookup, MemoryKeys, create_key
+from hosting.settings import Settings
+from store.domain.commands import Limits
+from store.memory import MemoryStorage
 from store.postgres import PostgresStorage
-from store.settings import Settings
-from store.testing import MemoryStorage
 
 BASE_URL = "http://convo.test"
 

@@ -1,4 +1,4 @@
-"""store.api_keys: keys are shown once, stored hashed, scoped to a tenant."""
+"""hosting.keys: keys are shown once, stored hashed, scoped to a tenant."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest_asyncio
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.api_keys import (
+from hosting.keys import (
     KEY_PREFIX,
     KeyLookup,
     api_keys,
@@ -18,7 +18,7 @@ from store.api_keys import (
     list_keys,
     revoke_key,
 )
-from store.settings import Settings
+from hosting.settings import Settings
 
 
 @pytest_asyncio.fixture

@@ -6,7 +6,7 @@ import httpx
 from fastapi import FastAPI
 
 from api.app import create_app
-from store.settings import Settings
+from hosting.settings import Settings
 from tests.api.conftest import BASE_URL, MakeKey
 
 ROUTES = {

@@ -1,4 +1,4 @@
-"""store.cli.keys: `convo keys create / list / revoke`."""
+"""convo.keys: `convo keys create / list / revoke`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import uuid
 
 from typer.testing import CliRunner
 
-from store.api_keys import KEY_PREFIX
-from store.cli import app
+from convo import app
+from hosting.keys import KEY_PREFIX
 
 
 def _convo(database_url: str, *args: str) -> tuple[int, str, str]:

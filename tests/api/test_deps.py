@@ -8,7 +8,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.api_keys import create_key, list_keys, revoke_key
+from hosting.keys import create_key, list_keys, revoke_key
 from tests.api.conftest import TOOL_TURN, auth, new_conversation
 
 
@@ -37,7 +37,7 @@ async def test_a_revoked_key_is_401(
     client: httpx.AsyncClient, engine: AsyncEngine, backend: str
 ) -> None:
     if backend != "postgres":
-        pytest.skip("revocation is a property of the stored keys (store.api_keys)")
+        pytest.skip("revocation is a property of the stored keys (hosting.keys)")
     key_id, key = await create_key(engine, "acme", "short-lived")
     assert (await client.post("/conversations", json={}, headers=auth(key))).status_code == 201
     assert await revoke_key(engine, key_id)

@@ -15,7 +15,7 @@ from sqlalchemy import exc as sa_exc
 
 from api.errors import STORAGE_ERROR_MESSAGE, error_response, install_error_handlers, status_of
 from store.assembler import InvalidPayload
-from store.errors import (
+from store.domain.errors import (
     BoundaryError,
     ConcurrencyConflict,
     ConfigurationError,

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from store.export import LINE_TYPES, PAGE_SIZE
+from store.repository.export import LINE_TYPES, PAGE_SIZE
 from tests.api.conftest import TOOL_TURN, auth, new_conversation
 
 

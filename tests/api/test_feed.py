@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from store.feed import MAX_FEED_LIMIT
+from store.domain.feed import MAX_FEED_LIMIT
 from tests.api.conftest import TOOL_TURN, auth, new_conversation
 
 PATIENCE = 30.0  # seconds: the feed trails commits while other sessions run

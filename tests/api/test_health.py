@@ -8,10 +8,10 @@ from sqlalchemy import make_url
 
 from api.app import create_app
 from api.deps import Services
-from store.api_keys import MemoryKeys
-from store.commands import Limits
+from hosting.keys import MemoryKeys
+from hosting.settings import Settings, libpq_url
+from store.domain.commands import Limits
 from store.postgres import PostgresStorage
-from store.settings import Settings, libpq_url
 from tests.api.conftest import BASE_URL
 
 

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from api.deps import Services
 from api.metrics import Metrics
-from store.errors import ConversationBusy, StorageUnavailable
+from store.domain.errors import ConversationBusy, StorageUnavailable
 from store.postgres import PostgresStorage
 from tests.api.conftest import TOOL_TURN, new_conversation
 

@@ -12,11 +12,11 @@ import pytest
 
 from api.app import create_app
 from api.deps import Services
-from store.api_keys import MemoryKeys
-from store.commands import Limits
-from store.messages import ROLES
-from store.settings import Settings
-from store.testing import MemoryStorage
+from hosting.keys import MemoryKeys
+from hosting.settings import Settings
+from store.domain.commands import Limits
+from store.domain.messages import ROLES
+from store.memory import MemoryStorage
 
 OPERATION_ID = re.compile(r"^[a-z][a-zA-Z0-9]{2,39}$")
 METHODS = {"get", "put", "post", "patch", "delete", "head", "options"}

@@ -19,10 +19,10 @@ from api.schemas import (
     TruncateRequest,
     expected_version,
 )
-from store import operations
-from store.context import TodoItem
-from store.messages import Message
-from store.records import StreamState
+from store.domain import operations
+from store.domain.context import TodoItem
+from store.domain.messages import Message
+from store.domain.records import StreamState
 
 OPERATION: TypeAdapter[BatchOperationRequest] = TypeAdapter(BatchOperationRequest)
 

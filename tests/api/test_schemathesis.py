@@ -32,10 +32,10 @@ from schemathesis.specs.openapi.checks import (
 
 from api.app import create_app
 from api.deps import Services
-from store.api_keys import MemoryKeys
-from store.commands import Limits
-from store.settings import Settings
-from store.testing import MemoryStorage
+from hosting.keys import MemoryKeys
+from hosting.settings import Settings
+from store.domain.commands import Limits
+from store.memory import MemoryStorage
 
 pytestmark = pytest.mark.slow
 

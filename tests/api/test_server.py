@@ -24,10 +24,10 @@ from api.app import create_app
 from api.deps import Services
 from api.logging import JsonFormatter, RequestIdFilter
 from api.server import Server
-from store.api_keys import MemoryKeys
-from store.commands import Limits
-from store.settings import Settings
-from store.testing import MemoryStorage
+from hosting.keys import MemoryKeys
+from hosting.settings import Settings
+from store.domain.commands import Limits
+from store.memory import MemoryStorage
 from tests.api.conftest import BASE_URL
 
 SECRET = "the user's secret message"

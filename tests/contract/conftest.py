@@ -26,16 +26,16 @@ import pytest_asyncio
 from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.commands import Limits
-from store.context import ContextSlots
-from store.conversation_keys import ConversationRef
-from store.db import make_async_engine
-from store.messages import Message, Role, StoredMessage, ToolCall
+from hosting.engines import make_async_engine
+from hosting.settings import Settings, libpq_url
+from store.domain.commands import Limits
+from store.domain.context import ContextSlots
+from store.domain.conversation_keys import ConversationRef
+from store.domain.messages import Message, Role, StoredMessage, ToolCall
+from store.memory import InMemoryRepository
 from store.postgres import PostgresStorage
+from store.postgres.schema import DEFAULT_TENANT
 from store.repository import Batch, Conversation, Repository, ToolBlock
-from store.schema import DEFAULT_TENANT
-from store.settings import Settings, libpq_url
-from store.testing import InMemoryRepository
 
 
 class RepositoryFactory(Protocol):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import InvalidMessage, InvalidOperation
-from store.messages import Message, Role
-from store.operations import Clear, StartBatch
+from store.domain.errors import InvalidMessage, InvalidOperation
+from store.domain.messages import Message, Role
+from store.domain.operations import Clear, StartBatch
 from store.repository import Repository
 from tests.contract.conftest import append_texts, assistant, seqs, user
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from store.commands import Limits
-from store.errors import IdempotencyConflict, InvalidMessage, InvalidOperation
-from store.messages import Message, MessageKind, TextPart, ToolCall
+from store.domain.commands import Limits
+from store.domain.errors import IdempotencyConflict, InvalidMessage, InvalidOperation
+from store.domain.messages import Message, MessageKind, TextPart, ToolCall
 from store.repository import Repository
 from tests.contract.conftest import (
     RepositoryFactory,

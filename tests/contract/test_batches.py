@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from store.commands import Limits
-from store.conversation_keys import conversation_key, stream_id
-from store.errors import BoundaryError, InvalidMessage, InvalidOperation
-from store.messages import MAIN_AGENT, MessageKind, TextPart
+from store.domain.commands import Limits
+from store.domain.conversation_keys import conversation_key, stream_id
+from store.domain.errors import BoundaryError, InvalidMessage, InvalidOperation
+from store.domain.messages import MAIN_AGENT, MessageKind, TextPart
 from store.repository import BatchResult, Repository
 from tests.contract.conftest import (
     RepositoryFactory,

@@ -16,8 +16,8 @@ from store.compaction import (
     CompactionPolicy,
     ExtractiveSummarizer,
 )
-from store.context import AgentProfile
-from store.messages import Message, MessageKind, StoredMessage
+from store.domain.context import AgentProfile
+from store.domain.messages import Message, MessageKind, StoredMessage
 from store.repository import Repository
 from tests.contract.conftest import (
     RepositoryFactory,

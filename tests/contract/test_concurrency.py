@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from store import testing
-from store.commands import Head
-from store.errors import ConcurrencyConflict
+from store.domain.commands import Head
+from store.domain.errors import ConcurrencyConflict
+from store.memory import storage as testing
 from store.repository import Appended, Repository
 from tests.contract.conftest import seqs, user
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from store.context import AgentProfile, ContextSlots, TodoItem
-from store.errors import ConfigurationError, InvalidOperation
+from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.domain.errors import ConfigurationError, InvalidOperation
 from store.repository import Repository
 from tests.contract.conftest import Snapshot, assistant, call, tool, user
 

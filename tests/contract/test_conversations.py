@@ -8,18 +8,18 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from store.conversation_keys import stream_id
-from store.errors import (
+from store.domain.conversation_keys import stream_id
+from store.domain.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
     ConversationIsArchived,
     ConversationNotFound,
     InvalidOperation,
 )
-from store.events import ConversationPurged
+from store.domain.events import ConversationPurged
+from store.domain.records import StreamState
 from store.postgres import PostgresStorage
-from store.projections.tables import PROJECTION_TABLES
-from store.records import StreamState
+from store.postgres.tables import PROJECTION_TABLES
 from store.repository import Repository
 from tests.contract.conftest import RepositoryFactory, Snapshot, append_texts, seqs, user
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from store.context import AgentProfile, TodoItem
-from store.errors import ConvoStoreError
-from store.messages import ROLES, Message, Role
+from store.domain.context import AgentProfile, TodoItem
+from store.domain.errors import ConvoStoreError
+from store.domain.messages import ROLES, Message, Role
+from store.memory import InMemoryRepository
 from store.postgres import PostgresStorage
 from store.repository import Repository
-from store.testing import InMemoryRepository
 from tests.contract.conftest import assistant, call, system, tool, user
 
 pytestmark = pytest.mark.integration

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from store.context import AgentProfile, TodoItem
-from store.errors import (
+from store.domain.context import AgentProfile, TodoItem
+from store.domain.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
     ConversationNotFound,
     InvalidOperation,
 )
-from store.messages import Message
+from store.domain.messages import Message
 from store.repository import Repository
 from tests.contract.conftest import RepositoryFactory, append_texts, assistant, call, seqs, tool
 

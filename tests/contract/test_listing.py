@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from store.errors import ConversationIsArchived, ConversationNotFound, InvalidOperation
+from store.domain.errors import ConversationIsArchived, ConversationNotFound, InvalidOperation
 from store.repository import Repository
 from tests.contract.conftest import (
     RepositoryFactory,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import ConcurrencyConflict, InvalidOperation
+from store.domain.errors import ConcurrencyConflict, InvalidOperation
 from store.repository import Repository
 from tests.contract.conftest import Snapshot, append_texts
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import InvalidOperation
+from store.domain.errors import InvalidOperation
 from store.repository import Repository, ToolBlock
 from tests.contract.conftest import append_texts, assistant, call, seqs, tool, user
 

@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from store.events import MessageAppended, from_data
-from store.messages import Message
+from hosting.settings import Settings
+from store.domain.events import MessageAppended, from_data
+from store.domain.messages import Message
+from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
-from store.records import FeedPosition, RecordedEvent
 from store.repository import Repository
-from store.settings import Settings
 
 FEED_PATIENCE = 30.0  # seconds a test waits for events it knows were committed
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import pytest
 
-from store.conversation_keys import stream_id
-from store.errors import (
+from store.domain.conversation_keys import stream_id
+from store.domain.errors import (
     ConcurrencyConflict,
     ConversationNotFound,
     IdempotencyConflict,
     InvalidMessage,
 )
-from store.messages import Message
+from store.domain.messages import Message
+from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
-from store.records import FeedPosition, RecordedEvent
 from store.repository import Repository
 from tests.integration.conftest import read_feed_until, settled_head, texts, user
 

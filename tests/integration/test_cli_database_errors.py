@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import make_url
 from typer.testing import CliRunner
 
-from store.cli import app
-from store.runtime import connection_problem, is_permanent
+from convo import app
+from hosting.database import connection_problem, is_permanent
 
 SOME_ID = str(uuid.UUID(int=7))
 COMMANDS = [

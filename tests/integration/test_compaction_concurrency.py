@@ -13,12 +13,12 @@ import pytest
 import pytest_asyncio
 from typer.testing import CliRunner
 
-from store.cli import app
+from convo import app
+from hosting.settings import Settings
 from store.compaction import CompactionJob, CompactionPolicy
-from store.messages import Message, MessageKind, StoredMessage, ToolCall
+from store.domain.messages import Message, MessageKind, StoredMessage, ToolCall
 from store.postgres import PostgresStorage
 from store.repository import Repository
-from store.settings import Settings
 
 TENANT = "acme"
 

@@ -18,8 +18,9 @@ import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store.db import make_async_engine
-from store.errors import (
+from hosting.engines import make_async_engine
+from hosting.settings import Settings, libpq_url
+from store.domain.errors import (
     ConcurrencyConflict,
     ConversationBusy,
     ConvoStoreError,
@@ -27,11 +28,10 @@ from store.errors import (
     StorageError,
     StorageUnavailable,
 )
-from store.messages import Message
+from store.domain.messages import Message
 from store.postgres import PostgresStorage
 from store.postgres.driver_errors import translate
 from store.repository import Repository
-from store.settings import Settings, libpq_url
 
 SECRET = "the user's secret message"
 

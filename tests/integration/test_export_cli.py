@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from store.cli import app
-from store.cli.export import parse_since
-from store.messages import Message
+from convo import app
+from convo.export import parse_since
+from store.domain.messages import Message
 from store.postgres import PostgresStorage
 from store.repository import Repository
 

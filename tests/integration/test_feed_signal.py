@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from store.messages import Message
+from store.domain.messages import Message
 from store.postgres import PostgresStorage, feed_signal
 from store.repository import Repository
 

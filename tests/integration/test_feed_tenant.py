@@ -16,14 +16,14 @@ import httpx
 
 from api.app import create_app
 from api.deps import Services
-from store.api_keys import MemoryKeys
-from store.commands import Limits
-from store.feed import FeedEvent, checkpoint, parse_checkpoint, scan_limit
-from store.messages import Message
+from hosting.keys import MemoryKeys
+from hosting.settings import Settings
+from store.domain.commands import Limits
+from store.domain.feed import FeedEvent, checkpoint, parse_checkpoint, scan_limit
+from store.domain.messages import Message
+from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
-from store.records import FeedPosition, RecordedEvent
 from store.repository import Repository
-from store.settings import Settings
 from tests.api.test_feed import SSE
 from tests.integration.conftest import FEED_PATIENCE
 from tests.integration.test_log_concurrency import HoldingStorage
@@ -137,7 +137,7 @@ async def test_a_quiet_tenant_moves_past_other_tenants_events_in_bounded_pages(
 def expected_page(
     feed: list[RecordedEvent], tenant_of: dict[str, str], tenant: str, start: int, limit: int
 ) -> tuple[list[str], str, bool]:
-    """A tenant's page, by the rule (as `store.testing` keeps it): the
+    """A tenant's page, by the rule (as `store.memory` keeps it): the
     tenant's events among the next `scan_limit(limit)` of the global feed,
     stopping before its `limit + 1`-th; the page ends at the last event it
     passed. Checkpoints of its events, the next checkpoint, `more`."""

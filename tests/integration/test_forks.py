@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import random
 
-from store.context import AgentProfile, TodoItem
-from store.conversation_keys import stream_id
-from store.messages import Message, TextPart, ToolCall
+from store.domain.context import AgentProfile, TodoItem
+from store.domain.conversation_keys import stream_id
+from store.domain.messages import Message, TextPart, ToolCall
+from store.domain.search import SearchQuery
 from store.postgres import PostgresStorage
-from store.rebuild import rebuild
 from store.repository import Repository
-from store.search import SearchQuery
+from store.repository.rebuild import rebuild
 from tests.integration.test_rebuild_property import snapshot
 
 

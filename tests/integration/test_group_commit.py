@@ -13,9 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from store.conversation_keys import stream_id
-from store.errors import InvalidMessage
-from store.messages import Message, ToolCall
+from store.domain.conversation_keys import stream_id
+from store.domain.errors import InvalidMessage
+from store.domain.messages import Message, ToolCall
 from store.postgres import PostgresStorage, group_commit
 from store.postgres.group_commit import WRITERS, GuardedAppend, statement
 from store.postgres.urls import libpq_url

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.conversation_keys import stream_id
-from store.messages import Message
+from store.domain.conversation_keys import stream_id
+from store.domain.messages import Message
 from store.postgres import PostgresStorage, sql
 from store.repository import Repository
 from tests.integration.plans import plan_nodes

@@ -25,13 +25,13 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from store.conversation_keys import stream_id
-from store.errors import ConcurrencyConflict
+from store.domain.conversation_keys import stream_id
+from store.domain.errors import ConcurrencyConflict
+from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
 from store.postgres.storage import _WriteSession
-from store.records import FeedPosition, RecordedEvent
 from store.repository import DEFAULT_TENANT, Appended, Repository
-from store.storage import Lookups
+from store.repository.port import Lookups
 from tests.integration.conftest import read_feed_until, settled_head, texts, user
 
 pytestmark = pytest.mark.slow

@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy import text
 
-from store import migrate
-from store.db import make_sync_engine
-from store.messages import Message
+from hosting import migrate
+from hosting.engines import make_sync_engine
+from hosting.settings import Settings
+from store.domain.messages import Message
 from store.repository import Repository
-from store.settings import Settings
 from tests.integration.test_forks import rich_parent
 
 BEFORE = "0010_search_pending_list"

@@ -13,13 +13,13 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from store.errors import (
+from store.domain.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
     IdempotencyConflict,
     InvalidMessage,
 )
-from store.messages import Message, ToolCall
+from store.domain.messages import Message, ToolCall
 from store.postgres import PostgresStorage
 from store.postgres.urls import libpq_url
 from store.repository import Repository

@@ -11,11 +11,11 @@ from typing import Any
 
 import psycopg
 
-from store.messages import Message, ToolCall
+from hosting.settings import Settings, libpq_url
+from store.domain.messages import Message, ToolCall
+from store.domain.search import SearchQuery
 from store.postgres import PostgresStorage, search_indexes
 from store.repository import Repository
-from store.search import SearchQuery
-from store.settings import Settings, libpq_url
 from tests.integration.test_membership_migration import (
     migrate_to,
     parent_and_fork,

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from store.cli import app
-from store.conversation_keys import stream_id
-from store.demo import run_demo
-from store.errors import ConversationDeleted
-from store.messages import Message, ToolCall
+from convo import app
+from convo.demo import run_demo
+from hosting.settings import Settings
+from store.domain.conversation_keys import stream_id
+from store.domain.errors import ConversationDeleted
+from store.domain.messages import Message, ToolCall
 from store.postgres import PostgresStorage, sql
-from store.projections.tables import PROJECTION_TABLES
-from store.rebuild import rebuild
+from store.postgres.tables import PROJECTION_TABLES
 from store.repository import Repository
-from store.settings import Settings
+from store.repository.rebuild import rebuild
 from tests.integration.conftest import read_feed_until
 
 

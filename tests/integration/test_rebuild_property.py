@@ -20,15 +20,15 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
-from store.context import AgentProfile, TodoItem
-from store.conversation_keys import stream_id
-from store.errors import ConvoStoreError
-from store.messages import Message, ToolCall
+from hosting.settings import Settings
+from store.domain.context import AgentProfile, TodoItem
+from store.domain.conversation_keys import stream_id
+from store.domain.errors import ConvoStoreError
+from store.domain.messages import Message, ToolCall
 from store.postgres import PostgresStorage
-from store.projections.tables import PROJECTION_TABLES
-from store.rebuild import rebuild
+from store.postgres.tables import PROJECTION_TABLES
 from store.repository import Repository
-from store.settings import Settings
+from store.repository.rebuild import rebuild
 
 AGENTS = ("main", "main", "main", "helper", "helper", "critic")
 WORDS = st.sampled_from(["alpha", "beta", "todo", "error", "fix the parser", "ok", "日本"])

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.messages import ROLES
+from hosting.settings import Settings
+from store.domain.messages import ROLES
 from store.repository import Repository
-from store.settings import Settings
 from tests.integration.test_membership_migration import migrate_to, parent_and_fork, table_rows
 
 BEFORE = "0011_members_carried"

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from store.messages import Message, ToolCall
+from store.domain.messages import Message, ToolCall
 from store.postgres import PostgresStorage
 from store.postgres.feed_signal import NOTIFY_DELAY
 from store.repository import Repository

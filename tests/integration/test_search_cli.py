@@ -1,4 +1,4 @@
-"""store.cli.search: `convo search`, a table or JSON lines, errors as exit 2."""
+"""convo.search: `convo search`, a table or JSON lines, errors as exit 2."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from store.cli import app
+from convo import app
+from hosting.settings import libpq_url
 from store.postgres import PostgresStorage
 from store.repository import Repository
-from store.settings import libpq_url
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 
 from bench.search import Corpus, conversation_key, load_corpus, tenant_of
+from hosting.settings import Settings, libpq_url
+from store.domain.search import SearchQuery, search_query
 from store.postgres import search_indexes
 from store.postgres.search import statement
-from store.search import SearchQuery, search_query
-from store.settings import Settings, libpq_url
 from tests.integration.plans import plan_nodes
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CONVO = [sys.executable, "-c", "from store.cli import main; main()"]
+CONVO = [sys.executable, "-c", "from convo import main; main()"]
 STARTUP_S = 90.0
 
 

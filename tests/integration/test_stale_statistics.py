@@ -18,8 +18,8 @@ from typing import Any
 
 import psycopg
 
-from store.conversation_keys import stream_id
-from store.messages import Message
+from store.domain.conversation_keys import stream_id
+from store.domain.messages import Message
 from store.postgres import sql
 from store.postgres.urls import libpq_url
 from store.repository import Repository

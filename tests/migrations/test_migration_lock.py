@@ -1,4 +1,4 @@
-"""Replicas that start together migrate one at a time (store.migrate's
+"""Replicas that start together migrate one at a time (hosting.migrate's
 advisory lock): none of them crashes on the others' CREATE TABLEs.
 
 The replicas are processes, as they are in production: each connects,
@@ -15,18 +15,18 @@ import sys
 import pytest
 from sqlalchemy import inspect, text
 
-from store import migrate
-from store.db import make_sync_engine
-from store.settings import Settings
-from store.tables import metadata
+from hosting import migrate
+from hosting.engines import make_sync_engine
+from hosting.settings import Settings
+from hosting.tables import metadata
 
 REPLICAS = 3
 REPLICA = """
 import sys
 from sqlalchemy import text
-from store import migrate
-from store.db import make_sync_engine
-from store.settings import Settings
+from hosting import migrate
+from hosting.engines import make_sync_engine
+from hosting.settings import Settings
 
 engine = make_sync_engine(sys.argv[1], Settings.from_env())
 with engine.connect() as conn:

@@ -9,11 +9,11 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from store import migrate
-from store.db import make_sync_engine
-from store.events import EVENT_TYPES
-from store.settings import Settings
-from store.tables import include_name, metadata
+from hosting import migrate
+from hosting.engines import make_sync_engine
+from hosting.settings import Settings
+from hosting.tables import include_name, metadata
+from store.domain.events import EVENT_TYPES
 
 
 def test_single_head() -> None:
@@ -133,7 +133,7 @@ def test_append_only_indexes_fill_their_pages(empty_database_url: str, settings:
 
 
 def test_event_types_are_the_enum(empty_database_url: str, settings: Settings) -> None:
-    """The `event_type` enum names every event type `store.events` defines,
+    """The `event_type` enum names every event type `store.domain.events` defines,
     in order (migration 0015): a new one needs `ALTER TYPE … ADD VALUE`."""
     (labels,) = _catalogue_after_upgrade(
         empty_database_url,

@@ -28,11 +28,11 @@ from bench.http_load import (
     table_rows,
 )
 from bench.summary import _http_load
-from store.api_keys import MemoryKeys
-from store.commands import Limits
+from hosting.keys import MemoryKeys
+from hosting.settings import Settings
+from store.domain.commands import Limits
+from store.memory import MemoryStorage
 from store.repository import DEFAULT_TENANT
-from store.settings import Settings
-from store.testing import MemoryStorage
 
 
 @pytest_asyncio.fixture

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from convo import app
 from store.assembler import validate
-from store.cli import app
 
 DOCUMENT: dict[str, Any] = {
     "messages": [
@@ -175,7 +175,7 @@ def test_an_unexpected_error_is_one_line_too(monkeypatch: pytest.MonkeyPatch) ->
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise IndexError("list index out of range")
 
-    monkeypatch.setattr("store.cli.assemble.assemble", broken)
+    monkeypatch.setattr("convo.assemble.assemble", broken)
     result = invoke("--format", "gemini", stdin=json.dumps(DOCUMENT))
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from store.cli import app
-from store.settings import VARIABLES, Settings
+from convo import app
+from hosting.settings import VARIABLES, Settings
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""store.codec: what the log keeps of a message, and the message it gives back.
+"""store.domain.codec: what the log keeps of a message, and the message it gives back.
 
 Reads build messages without validating them again, so the property that
 matters is exact: any valid message, encoded and decoded, is the same
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.codec import (
+from store.domain.codec import (
     PLAIN_FIELDS,
     STORED_DEFAULT_KIND,
     decode_message,
@@ -23,8 +23,8 @@ from store.codec import (
     message_text,
     with_kind,
 )
-from store.events import MessageAppended, from_data
-from store.messages import (
+from store.domain.events import MessageAppended, from_data
+from store.domain.messages import (
     ROLES,
     ImagePart,
     Message,
@@ -108,7 +108,7 @@ def test_the_plain_encoding_spells_out_every_field_but_reasoning() -> None:
 
 @given(messages())
 def test_the_stored_json_is_the_dump_without_defaults_key_for_key(message: Message) -> None:
-    # Plain messages are encoded off their fields (store.codec._encode_plain),
+    # Plain messages are encoded off their fields (store.domain.codec._encode_plain),
     # the rest through pydantic: both give the definition, in field order.
     encoded = encode_message(message)
     assert encoded == _dumped(message)
@@ -177,7 +177,7 @@ def test_events_written_before_the_kind_was_left_out_still_read() -> None:
 
 
 def test_a_replayed_event_takes_the_stored_formats_kind() -> None:
-    """Replay (`store.events.from_data`) reads a left-out kind by the stored
+    """Replay (`store.domain.events.from_data`) reads a left-out kind by the stored
     format's rule, not by whatever the model's default is."""
     message = {"role": "user", "content": "hi"}
     event = from_data("message_appended", {"seq": 1, "batch": 1, "message": message})

@@ -23,8 +23,8 @@ from store.compaction import (
     policy_refusal,
 )
 from store.compaction.openai_compatible import OpenAICompatibleSummarizer, SummarizerFailed
-from store.errors import InvalidOperation
-from store.messages import MessageKind, StoredMessage, ToolCall
+from store.domain.errors import InvalidOperation
+from store.domain.messages import MessageKind, StoredMessage, ToolCall
 
 
 class Builder:

@@ -19,9 +19,10 @@ from psycopg.pq import DiagnosticField
 from sqlalchemy import CheckConstraint, ForeignKeyConstraint, PrimaryKeyConstraint, UniqueConstraint
 from sqlalchemy import exc as sa_exc
 
-from store.api_keys import api_keys
-from store.db import make_async_engine, make_sync_engine
-from store.errors import (
+from hosting.engines import make_async_engine, make_sync_engine
+from hosting.keys import api_keys
+from hosting.settings import Settings
+from store.domain.errors import (
     DEFAULT_RETRY_AFTER,
     ConcurrencyConflict,
     ConversationBusy,
@@ -38,9 +39,8 @@ from store.postgres.driver_errors import (
     constraint_name,
     translate,
 )
-from store.projections.tables import PROJECTION_TABLES
-from store.schema import events, metadata
-from store.settings import Settings
+from store.postgres.schema import events, metadata
+from store.postgres.tables import PROJECTION_TABLES
 
 # Importing them puts their tables on `metadata`.
 SCHEMA_TABLES = (events, api_keys, *PROJECTION_TABLES)

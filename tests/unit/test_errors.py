@@ -1,6 +1,6 @@
-"""The error tree stays complete: store.errors' docstring, api.errors' status
+"""The error tree stays complete: store.domain.errors' docstring, api.errors' status
 table (STATUS_OF and its docstring) and docs/errors.md name every error that
-store/errors.py defines, and nothing that does not exist."""
+store/domain/errors.py defines, and nothing that does not exist."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import api.errors
-import store.errors
-from store.errors import (
+import store.domain.errors
+from store.domain.errors import (
     DEFAULT_RETRY_AFTER,
     ConcurrencyConflict,
     ConversationBusy,
@@ -26,19 +26,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _defined_errors() -> dict[str, type[ConvoStoreError]]:
-    """Every ConvoStoreError (the base included) defined in store/errors.py."""
+    """Every ConvoStoreError (the base included) defined in store/domain/errors.py."""
     return {
         name: value
-        for name, value in vars(store.errors).items()
+        for name, value in vars(store.domain.errors).items()
         if isinstance(value, type)
         and issubclass(value, ConvoStoreError)
-        and value.__module__ == store.errors.__name__
+        and value.__module__ == store.domain.errors.__name__
     }
 
 
 def _tree() -> dict[str, str | None]:
     """The docstring's tree: each name → the name it hangs from (None: root)."""
-    doc = store.errors.__doc__ or ""
+    doc = store.domain.errors.__doc__ or ""
     tree: dict[str, str | None] = {}
     stack: list[tuple[int, str]] = []  # (column of the name, name)
     for line in doc.splitlines():

@@ -1,4 +1,4 @@
-"""store.inputs: the limits every value from outside meets, in the library
+"""store.domain.inputs: the limits every value from outside meets, in the library
 itself (InvalidMessage / InvalidOperation), not only over HTTP."""
 
 from __future__ import annotations
@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from store.errors import InvalidMessage, InvalidOperation
-from store.events import MessageAppended, from_data
-from store.inputs import (
+from store.domain.errors import InvalidMessage, InvalidOperation
+from store.domain.events import MessageAppended, from_data
+from store.domain.inputs import (
     MAX_ARGUMENTS_CHARS,
     MAX_JSON_DEPTH,
     MAX_TOOL_CALLS,
     json_problem,
     text_problem,
 )
-from store.testing import InMemoryRepository
-from store.validation import parse_message
+from store.domain.validation import parse_message
+from store.memory import InMemoryRepository
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_the_library_refuses_a_hostile_message_naming_the_field(
 
 
 async def test_an_append_over_the_configured_count_is_refused_before_anything_is_stored() -> None:
-    from store.commands import Limits
+    from store.domain.commands import Limits
 
     repository = InMemoryRepository(limits=Limits(max_messages_per_append=3))
     cid = (await repository.create_conversation()).id

@@ -1,4 +1,4 @@
-"""`store.json_text` writes what `json.dumps(..., sort_keys=True)` writes."""
+"""`store.domain.json_text` writes what `json.dumps(..., sort_keys=True)` writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.json_text import sorted_json
+from store.domain.json_text import sorted_json
 
 json_values = st.recursive(
     st.none()

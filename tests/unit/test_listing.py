@@ -1,4 +1,4 @@
-"""store.listing: cursors round-trip and refuse garbage; jsonb containment;
+"""store.domain.listing: cursors round-trip and refuse garbage; jsonb containment;
 the CLI refuses bad filters before it opens a database."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from decimal import Decimal
 import pytest
 from typer.testing import CliRunner
 
-from store.cli import app
-from store.errors import InvalidOperation
-from store.listing import (
+from convo import app
+from store.domain.errors import InvalidOperation
+from store.domain.listing import (
     ConversationCursor,
     decode_conversation_cursor,
     decode_window_cursor,

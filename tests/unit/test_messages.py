@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import InvalidMessage
-from store.messages import Message, MessageKind, ToolCall
-from store.validation import CallState, parse_message, validate_append
+from store.domain.errors import InvalidMessage
+from store.domain.messages import Message, MessageKind, ToolCall
+from store.domain.validation import CallState, parse_message, validate_append
 
 
 def test_an_assistant_with_empty_text_and_tool_calls_is_valid() -> None:

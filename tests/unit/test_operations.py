@@ -1,8 +1,8 @@
-"""store.operations: batch operations as values, and deciding them.
+"""store.domain.operations: batch operations as values, and deciding them.
 
 What a value refuses on its own (named by operation and field), parsing the
 union, the `parameters` the `BatchStarted` event records (the dicts the log
-already holds: they must not change), and what `store.commands` refuses
+already holds: they must not change), and what `store.domain.commands` refuses
 against a conversation, over a small in-memory `ConversationState`.
 """
 
@@ -19,11 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from store.commands import Head, Limits, decide_batch_operation
-from store.errors import BoundaryError, InvalidMessage, InvalidOperation
-from store.events import BatchStarted, DomainEvent, MessageAppended
-from store.messages import ROLES, Message, MessageKind, ToolCall
-from store.operations import (
+from store.domain.commands import Head, Limits, decide_batch_operation
+from store.domain.errors import BoundaryError, InvalidMessage, InvalidOperation
+from store.domain.events import BatchStarted, DomainEvent, MessageAppended
+from store.domain.messages import ROLES, Message, MessageKind, ToolCall
+from store.domain.operations import (
     BATCH_OPERATION,
     MAX_FILTER_CHARS,
     MAX_FILTER_STRINGS,
@@ -41,8 +41,8 @@ from store.operations import (
     parse_operation,
     refusal,
 )
-from store.validation import CallState
-from store.window import WindowEntry
+from store.domain.validation import CallState
+from store.domain.window import WindowEntry
 
 HI = Message(role="user", content="hi")
 ROLE_LIST = "roles are system, user, assistant, tool"
@@ -356,7 +356,7 @@ def test_a_rollbacks_recorded_batch_is_its_source() -> None:
 counts = st.integers(min_value=0, max_value=MAX_INT)
 seqs = st.integers(min_value=1, max_value=MAX_INT)
 roles = st.sampled_from(ROLES)
-# Text that can be stored (store.inputs: no NUL, no lone surrogate), and
+# Text that can be stored (store.domain.inputs: no NUL, no lone surrogate), and
 # identifiers (printable).
 texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=20)
 identifiers = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=20)

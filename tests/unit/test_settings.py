@@ -8,8 +8,8 @@ import os
 import pytest
 
 from api.server import WORKER_DATABASE_URL, WORKER_WRITE_STATEMENTS, prepare_worker_environment
+from hosting.settings import Settings, libpq_url, sqlalchemy_url
 from store.postgres.group_commit import WRITERS
-from store.settings import Settings, libpq_url, sqlalchemy_url
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store import window as win
-from store.errors import BoundaryError, InvalidOperation
-from store.messages import Role
-from store.operations import Clear, Filter, SelectionOperation, StartBatch, Truncate
-from store.window import WindowEntry
+from store.domain import window as win
+from store.domain.errors import BoundaryError, InvalidOperation
+from store.domain.messages import Role
+from store.domain.operations import Clear, Filter, SelectionOperation, StartBatch, Truncate
+from store.domain.window import WindowEntry
 
 
 def entry(
@@ -77,7 +77,7 @@ def test_role_restricted_truncate_leaves_other_roles_alone() -> None:
 def test_remove_first_and_remove_last_give_the_same_result_in_either_order(
     roles: list[Role], first: int, last: int, role: Role | None
 ) -> None:
-    # Why these two are the only truncate forms that combine (store.operations).
+    # Why these two are the only truncate forms that combine (store.domain.operations).
     window = [entry(i + 1, r) for i, r in enumerate(roles)]
     both = win.truncate(window, Truncate(remove_first=first, remove_last=last, role=role))
     first_then_last = win.truncate(

@@ -31,7 +31,7 @@ from store.assembler.formats.common import (
 from store.assembler.formats.turns import Block, Turns
 from store.assembler.special_block import SPECIAL_SLOT
 from store.assembler.tool_ids import ANTHROPIC, provider_ids
-from store.messages import ImagePart, Message, TextPart
+from store.domain.messages import ImagePart, Message, TextPart
 
 EPHEMERAL = {"type": "ephemeral"}
 THINKING_TYPES = ("thinking", "redacted_thinking")

@@ -8,8 +8,8 @@ from typing import Any
 
 from store.assembler.diagnostics import Repair
 from store.assembler.reminders import wrap_reminder
-from store.json_text import sorted_json
-from store.messages import ImagePart, Message, TextPart
+from store.domain.json_text import sorted_json
+from store.domain.messages import ImagePart, Message, TextPart
 
 # The text of the minimal user turn added when a provider needs the history to
 # start with a user turn and the visible window starts with an assistant one.
@@ -33,7 +33,7 @@ class Rendered:
 
 
 # json.dumps(..., sort_keys=True, ensure_ascii=False), its encoder built once
-# (store.json_text).
+# (store.domain.json_text).
 _encode_arguments = sorted_json(ensure_ascii=False)
 
 

@@ -28,7 +28,7 @@ from store.assembler.formats.common import (
     text_parts,
 )
 from store.assembler.formats.turns import Block, Turns
-from store.messages import ImagePart, Message, TextPart
+from store.domain.messages import ImagePart, Message, TextPart
 
 
 def _image(part: ImagePart) -> Block:

@@ -20,7 +20,7 @@ from store.assembler.formats.common import (
     text_parts,
 )
 from store.assembler.tool_ids import OPENAI_CHAT, provider_ids
-from store.messages import ImagePart, Message, TextPart
+from store.domain.messages import ImagePart, Message, TextPart
 
 
 def user_content(message: Message) -> str | list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from store.assembler.formats.common import (
     text_parts,
 )
 from store.assembler.tool_ids import OPENAI_RESPONSES, provider_ids
-from store.messages import ImagePart, Message, TextPart
+from store.domain.messages import ImagePart, Message, TextPart
 
 MID_CONVERSATION_SYSTEM_ROLE = "developer"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from store.assembler.formats.xml_values import unescape
-from store.messages import ToolCall
+from store.domain.messages import ToolCall
 
 _TAG = re.compile(r'<(/?)([A-Za-z][\w\-]*)((?:\s+[\w\-]+\s*=\s*"[^"]*")*)\s*(/?)>')
 _ATTRIBUTE = re.compile(r'([\w\-]+)\s*=\s*"([^"]*)"')

@@ -22,7 +22,7 @@ from store.assembler.formats.openai_chat import user_content
 from store.assembler.formats.xml_parser import parse_tool_calls
 from store.assembler.formats.xml_values import escape_attribute, escape_text, render_json
 from store.assembler.formats.xml_values import render_parameter as _parameter
-from store.messages import Message, ToolCall
+from store.domain.messages import Message, ToolCall
 
 __all__ = ["parse_tool_calls", "render", "render_result", "render_tool_calls"]
 

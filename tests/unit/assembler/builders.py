@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from store.assembler import AssembleOptions, Assembly, assemble
-from store.context import AgentProfile, ContextSlots, TodoItem
-from store.messages import Message, MessageKind, ToolCall
+from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.domain.messages import Message, MessageKind, ToolCall
 
 MAIN = AgentProfile(system_prompt="You are helpful.")
 NO_SYSTEM = AgentProfile()

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from store.assembler import AssembleOptions, Assembly, EmptyWindow, ProviderFormat, assemble
 from store.assembler.system_prompt import choose_system_prompt
-from store.context import AgentProfile, ContextSlots
-from store.errors import ConfigurationError
-from store.messages import Message
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.errors import ConfigurationError
+from store.domain.messages import Message
 
 ALWAYS_REFUSE_EMPTY = {
     ProviderFormat.OPENAI_RESPONSES,

@@ -19,9 +19,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from store.assembler import AssembleOptions, ReminderStyle
-from store.context import AgentProfile, ContextSlots, TodoItem
-from store.inputs import STORED
-from store.messages import ImagePart, Message, MessageKind, Reasoning, TextPart, ToolCall
+from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.domain.inputs import STORED
+from store.domain.messages import ImagePart, Message, MessageKind, Reasoning, TextPart, ToolCall
 
 # Drawn from lists rather than regexes: generating is most of these tests' time.
 WORDS = [

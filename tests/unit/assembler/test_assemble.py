@@ -9,8 +9,8 @@ import pytest
 
 import store.assembler
 from store.assembler import AssembleOptions, Assembly, Diagnostics, ProviderFormat, assemble
-from store.context import AgentProfile, ContextSlots, TodoItem
-from store.messages import StoredMessage
+from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.domain.messages import StoredMessage
 from tests.unit.assembler.builders import AC, FOUR_SLOTS, MAIN, A, T, U, build
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from store.assembler.budget import trim_to_budget
-from store.tokens import approximate_tokens
+from store.domain.tokens import approximate_tokens
 from tests.unit.assembler.builders import AC, FOUR_SLOTS, A, T, U, build, shape
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from store.assembler.document import DocumentError, read_document
-from store.messages import ImagePart, MessageKind
+from store.domain.messages import ImagePart, MessageKind
 
 
 def doc(**parts: Any) -> str:

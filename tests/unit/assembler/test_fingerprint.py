@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from store.assembler.diagnostics import Diagnostics, StablePrefix
 from store.assembler.fingerprint import fingerprint, stable_prefix
-from store.messages import Message
-from store.tokens import approximate_tokens, estimate_message_tokens
+from store.domain.messages import Message
+from store.domain.tokens import approximate_tokens, estimate_message_tokens
 from tests.unit.assembler.builders import AC, T, U, build
 from tests.unit.assembler.strategies import conversations
 

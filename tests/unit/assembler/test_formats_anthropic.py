@@ -8,8 +8,8 @@ import re
 from store.assembler import RepairKind, validate
 from store.assembler.formats.anthropic import _cacheable
 from store.assembler.tool_ids import ANTHROPIC
-from store.context import AgentProfile, ContextSlots
-from store.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
 from tests.unit.assembler.builders import AC, A, T, U, build
 
 NO_SLOTS = ContextSlots()

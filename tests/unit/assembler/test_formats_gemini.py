@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from store.assembler import validate
-from store.context import ContextSlots
-from store.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
+from store.domain.context import ContextSlots
+from store.domain.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
 from tests.unit.assembler.builders import AC, A, T, U, build
 
 NO_SLOTS = ContextSlots()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from store.assembler import RepairKind, validate
-from store.context import ContextSlots
-from store.inputs import STORED
-from store.messages import ImagePart, Message, TextPart, ToolCall
+from store.domain.context import ContextSlots
+from store.domain.inputs import STORED
+from store.domain.messages import ImagePart, Message, TextPart, ToolCall
 from tests.unit.assembler.builders import AC, A, T, U, build
 
 NO_SLOTS = ContextSlots()

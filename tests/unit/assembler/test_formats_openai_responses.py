@@ -8,8 +8,8 @@ import re
 import pytest
 
 from store.assembler import EmptyWindow, RepairKind, validate
-from store.context import ContextSlots
-from store.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
+from store.domain.context import ContextSlots
+from store.domain.messages import ImagePart, Message, Reasoning, TextPart, ToolCall
 from tests.unit.assembler.builders import A, T, U, build
 
 NO_SLOTS = ContextSlots()

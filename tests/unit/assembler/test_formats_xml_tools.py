@@ -9,8 +9,8 @@ import pytest
 from store.assembler import DEFAULT_XML_FINAL_INSTRUCTION, parse_tool_calls, render_tool_calls
 from store.assembler.formats.xml_tools import render_result
 from store.assembler.formats.xml_values import render_value
-from store.context import ContextSlots
-from store.messages import Message, ToolCall
+from store.domain.context import ContextSlots
+from store.domain.messages import Message, ToolCall
 from tests.unit.assembler.builders import A, R, T, U, build
 
 NO_SLOTS = ContextSlots()

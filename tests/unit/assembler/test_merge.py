@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from store.assembler.merge import merge_same_role
 from store.assembler.special_block import special_block
-from store.context import ContextSlots
-from store.messages import ImagePart, Message, TextPart
+from store.domain.context import ContextSlots
+from store.domain.messages import ImagePart, Message, TextPart
 from tests.unit.assembler.builders import AC, A, R, T, U, build
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store.assembler import PlacementPolicy, special_block_index
-from store.context import ContextSlots
+from store.domain.context import ContextSlots
 from tests.unit.assembler.builders import AC, NO_SYSTEM, A, R, T, U, build, shape
 
 

@@ -20,9 +20,9 @@ from store.assembler import (
     assemble_stored,
 )
 from store.assembler.plain import _PLAIN, _render
-from store.codec import StoredWindow, encode_message
-from store.context import AgentProfile, ContextSlots
-from store.messages import Message, MessageKind, Reasoning, ToolCall
+from store.domain.codec import StoredWindow, encode_message
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.messages import Message, MessageKind, Reasoning, ToolCall
 from tests.unit.assembler.strategies import (
     conversations,
     option_values,

@@ -18,8 +18,8 @@ from store.assembler import (
     parse_tool_calls,
     validate,
 )
-from store.context import AgentProfile, ContextSlots
-from store.messages import Message
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.messages import Message
 from tests.unit.assembler.every_format import assemble_every_format
 from tests.unit.assembler.logical import logical_sequence
 from tests.unit.assembler.strategies import conversations, option_values, profiles_for, slot_values

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from store.assembler.reminders import inline_reminders
-from store.context import ContextSlots
-from store.messages import ImagePart, Message, TextPart
+from store.domain.context import ContextSlots
+from store.domain.messages import ImagePart, Message, TextPart
 from tests.unit.assembler.builders import AC, A, R, T, U, build
 
 NO_SLOTS = ContextSlots()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from store.assembler import Repair, RepairKind
 from store.assembler.repair import INTERRUPTED_RESULT, normalise_window
-from store.messages import ImagePart, Message, TextPart
+from store.domain.messages import ImagePart, Message, TextPart
 from tests.unit.assembler.builders import AC, R, T, U, build, shape
 
 

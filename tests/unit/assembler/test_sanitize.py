@@ -7,9 +7,9 @@ import pytest
 
 from store.assembler import EmptyWindow, ProviderFormat, RepairKind, validate
 from store.assembler.sanitize import finite, sanitize_window
-from store.context import AgentProfile, ContextSlots
-from store.inputs import STORED
-from store.messages import Message, ToolCall
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.inputs import STORED
+from store.domain.messages import Message, ToolCall
 from tests.unit.assembler.builders import AC, T, U, build, shape
 
 

@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store.assembler import AssembleOptions, PlacementPolicy, ProviderFormat, validate
-from store.context import AgentProfile, ContextSlots
-from store.messages import ImagePart, Message, Reasoning
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.messages import ImagePart, Message, Reasoning
 from tests.unit.assembler.builders import FOUR_SLOTS, R, T, U, build
 from tests.unit.assembler.every_format import assemble_every_format
 from tests.unit.assembler.sdk_types import MODEL, same_bytes, sdk_problems

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from store.assembler import render_todo, special_block
 from store.assembler.special_block import is_special
-from store.context import ContextSlots, TodoItem
+from store.domain.context import ContextSlots, TodoItem
 from tests.unit.assembler.builders import FOUR_SLOTS
 
 

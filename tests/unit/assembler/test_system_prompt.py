@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from store.assembler.system_prompt import choose_system_prompt
-from store.context import AgentProfile, ContextSlots
-from store.errors import ConfigurationError
+from store.domain.context import AgentProfile, ContextSlots
+from store.domain.errors import ConfigurationError
 from tests.unit.assembler.builders import U, build, shape
 
 

@@ -1,0 +1,5 @@
+"""`python -m convo`: the `convo` command."""
+
+from convo import main
+
+main()

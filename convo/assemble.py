@@ -1,0 +1,141 @@
+"""`convo assemble`: build a provider payload from one JSON document, or
+from a stored conversation.
+
+From a document (the default) there is no database: the document carries
+the messages, the agent, its slots and the options (see
+`store.assembler.document`). With `--conversation ID [--agent A]` the
+payload is built through the repository from the stored conversation's
+visible window and the agent's profile and slots as they are now. Either
+way it prints `{"payload": ..., "diagnostics": ...}` as JSON. Bad input or
+configuration (a window with nothing to send included) exits 2 with one
+line on stderr, never a traceback, and so does an unexpected error of the
+assembler (named as a bug); a database problem (with `--conversation`)
+exits 1, also with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from store.assembler import AssembleOptions, Assembly, ProviderFormat, assemble, parse_format
+from store.assembler.document import read_document
+from store.domain.errors import ConvoStoreError
+from store.repository import DEFAULT_TENANT
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(problem: str) -> typer.Exit:
+    typer.echo(f"convo assemble: {' '.join(problem.split())}", err=True)
+    return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def _read(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    path = Path(source)
+    if not path.is_file():
+        raise _fail(f"no such file: {source}")
+    return path.read_text(encoding="utf-8")
+
+
+def assemble_command(
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="openai-chat | openai-responses | anthropic | gemini | xml-tools",
+        ),
+    ],
+    source: Annotated[str, typer.Argument(help="JSON document file, or - for stdin.")] = "-",
+    policy: Annotated[
+        str | None,
+        typer.Option(help="after_tool_result | before_assistant | from_end | after_system | tail"),
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", help="The policy's n.")] = None,
+    conversation: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation",
+            "-c",
+            help="Assemble this stored conversation (its id) instead of a document.",
+        ),
+    ] = None,
+    agent: Annotated[
+        str, typer.Option(help="With --conversation: the agent whose payload to build.")
+    ] = "main",
+    tenant: Annotated[
+        str, typer.Option("--tenant", "-t", help="With --conversation: whose conversation.")
+    ] = DEFAULT_TENANT,
+) -> None:
+    """Assemble a provider request body (and diagnostics) from a JSON document
+    or a stored conversation."""
+    overrides: dict[str, Any] = {}
+    if policy is not None:
+        overrides["policy"] = policy
+    if n is not None:
+        overrides["n"] = n
+    try:
+        provider = parse_format(format)
+        if conversation is not None:
+            assembly = _from_store(conversation, tenant, agent, provider, overrides)
+        else:
+            request = read_document(_read(source), overrides=overrides)
+            assembly = assemble(
+                request.messages,
+                profile=request.profile,
+                slots=request.slots,
+                format=provider,
+                options=request.options,
+            )
+    except (ValueError, ConvoStoreError) as error:
+        raise _fail(str(error)) from None
+    except typer.Exit:
+        raise
+    except Exception as error:  # a bug of ours: still one line, never a traceback
+        raise _fail(
+            f"could not assemble this input ({type(error).__name__}: {error}); "
+            "this is a bug in convo-store, please report it with the input"
+        ) from None
+    output = {
+        "payload": assembly.payload,
+        "diagnostics": assembly.diagnostics.model_dump(mode="json"),
+    }
+    typer.echo(json.dumps(output, indent=2, ensure_ascii=False))
+
+
+def _from_store(
+    conversation: str, tenant: str, agent: str, provider: ProviderFormat, overrides: dict[str, Any]
+) -> Assembly:
+    from convo.errors import database_errors, load_settings
+    from hosting.bootstrap import open_storage, repository
+    from hosting.database import open_database
+    from hosting.settings import Settings
+
+    options = AssembleOptions.model_validate(overrides)
+
+    async def build(url: str, settings: Settings) -> Assembly:
+        storage = await open_storage(url, settings, max_size=1)
+        try:
+            return await repository(storage, settings, tenant).assemble(
+                conversation, agent_id=agent, format=provider, options=options
+            )
+        finally:
+            await storage.close()
+
+    # A database problem exits 1 (bad input exits 2).
+    with database_errors("assemble"):
+        settings = load_settings()
+        with open_database(settings) as database:
+            return asyncio.run(build(database.url, settings))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("assemble")(assemble_command)

@@ -1,0 +1,118 @@
+"""`convo keys`: create, list and revoke the HTTP API's keys.
+
+Each command migrates first (like `convo serve`), so keys can be made for a
+database that has never been served. A new key is printed once, on stdout
+(so it can be piped), with a warning on stderr that it is not shown again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from convo.errors import database_errors, load_settings
+from hosting.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+T = TypeVar("T")
+
+console = Console(stderr=True)
+keys_app = typer.Typer(
+    name="keys", help="Manage API keys (one tenant per key).", no_args_is_help=True
+)
+
+
+def _run(command: str, action: Callable[[AsyncEngine], Awaitable[T]]) -> T:
+    """Open the database (embedded when no DATABASE_URL), migrate, run
+    `action(engine)`; a database problem is one line and exit code 1."""
+    from convo.database import _migrate
+    from hosting.database import open_database
+    from hosting.engines import make_async_engine
+
+    async def run(url: str, settings: Settings) -> T:
+        engine = make_async_engine(url, settings, pool_size=1, max_overflow=0)
+        try:
+            return await action(engine)
+        finally:
+            await engine.dispose()
+
+    with database_errors(f"keys {command}"):
+        settings = load_settings()
+        with open_database(settings) as database:
+            _migrate(database.url, settings)
+            return asyncio.run(run(database.url, settings))
+
+
+@keys_app.command("create")
+def create(
+    tenant: Annotated[str, typer.Option("--tenant", "-t", help="The tenant the key acts for.")],
+    name: Annotated[str, typer.Option("--name", "-n", help="What the key is for (a label).")],
+) -> None:
+    """Create a key for a tenant and print it (once: only its hash is stored)."""
+    from hosting.keys import create_key
+
+    try:
+        key_id, plaintext = _run("create", lambda engine: create_key(engine, tenant, name))
+    except ValueError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from None
+    console.print(f"[green]created[/green] key {key_id} for tenant {tenant!r} ({name})")
+    console.print("[yellow]store it now: this key is not shown again[/yellow]")
+    typer.echo(plaintext)
+
+
+@keys_app.command("list")
+def list_(
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="Only this tenant's keys.")
+    ] = None,
+) -> None:
+    """List keys (never the keys themselves: their first characters)."""
+    from hosting.keys import list_keys
+
+    keys = _run("list", lambda engine: list_keys(engine, tenant))
+    table = Table(title="API keys")
+    for column in ("id", "tenant", "name", "key", "created", "status"):
+        table.add_column(column, overflow="fold")
+    for key in keys:
+        table.add_row(
+            str(key.id),
+            key.tenant,
+            key.name,
+            f"{key.key_start}…",
+            key.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "active" if key.active else f"revoked {key.revoked_at:%Y-%m-%d %H:%M:%S}",
+        )
+    Console(width=200).print(table)
+    if not keys:
+        console.print("no keys" + (f" for tenant {tenant!r}" if tenant else ""))
+
+
+@keys_app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (from `convo keys list`).")],
+) -> None:
+    """Revoke a key: requests with it are refused (401) from now on."""
+    from hosting.keys import revoke_key
+
+    try:
+        target = uuid.UUID(key_id)
+    except ValueError:
+        console.print(f"[red]not a key id:[/red] {key_id}")
+        raise typer.Exit(2) from None
+    if not _run("revoke", lambda engine: revoke_key(engine, target)):
+        console.print(f"[red]no active key with id[/red] {key_id}")
+        raise typer.Exit(1)
+    console.print(f"[green]revoked[/green] key {key_id}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(keys_app)

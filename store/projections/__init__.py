@@ -1,1 +1,0 @@
-"""Projections: query-ready views kept current from the event log."""
