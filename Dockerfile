@@ -1,19 +1,31 @@
-FROM python:3.12-slim
-WORKDIR /app
-COPY pyproject.toml constraints.txt README.md LICENSE alembic.ini ./
+# syntax=docker/dockerfile:1
+# Two stages: the wheel is built where the build tools are, and the runtime
+# image gets only the wheel and its server dependencies — no compiler, no
+# dev dependencies, no source tree, no embedded PostgreSQL (compose runs a
+# real one; the image needs DATABASE_URL).
+
+FROM python:3.12.8-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml constraints.txt README.md LICENSE ./
 COPY store ./store
 COPY hosting ./hosting
 COPY convo ./convo
 COPY api ./api
 COPY migrations ./migrations
-# Installed as root (into the image's Python); run as an unprivileged user
-# with a fixed uid, so Kubernetes' runAsNonRoot can check it.
-RUN pip install --no-cache-dir -c constraints.txt ".[server,embedded]" \
+# The wheel, and every wheel the `server` extra needs, pinned by constraints.txt.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt ".[server]"
+
+FROM python:3.12.8-slim-bookworm AS runtime
+COPY --from=build /wheels /wheels
+COPY constraints.txt /tmp/constraints.txt
+# Installed as root (into the image's Python) from the built wheels only;
+# run as an unprivileged user with a fixed uid, so Kubernetes' runAsNonRoot
+# can check it.
+RUN pip install --no-cache-dir --no-index --find-links /wheels -c /tmp/constraints.txt "convo-store[server]" \
+ && rm -rf /wheels /tmp/constraints.txt \
  && useradd --system --uid 10001 --user-group --create-home --home-dir /home/convo \
-        --shell /usr/sbin/nologin convo \
- && mkdir -p /data && chown convo:convo /data
-ENV PYTHONUNBUFFERED=1 \
-    CONVO_DATA_DIR=/data
+        --shell /usr/sbin/nologin convo
+ENV PYTHONUNBUFFERED=1
 USER 10001:10001
 EXPOSE 8000
 # Liveness: the process answers (GET /ready also asks the database).

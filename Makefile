@@ -6,17 +6,34 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.install-stamp
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+# `PYTHON=python3.12 make …` with a .venv made by another interpreter: start
+# the venv again rather than keep the old one without a word.
+ifneq ($(filter environment command,$(origin PYTHON)),)
+  ifneq ($(wildcard $(BIN)/python),)
+    WANTED_PY := $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+    VENV_PY   := $(shell $(BIN)/python -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+    ifneq ($(WANTED_PY),$(VENV_PY))
+      STALE_VENV := .venv runs Python $(VENV_PY), PYTHON=$(PYTHON) is $(WANTED_PY): making .venv again
+    endif
+  endif
+endif
 # The peers bench/peers compares the store with live in their own virtualenv,
 # which the project's install never needs (`make bench-peers` creates it).
 PEERS_VENV  := .venv-peers
 PEERS_BIN   := $(PEERS_VENV)/bin
 PEERS_STAMP := $(PEERS_VENV)/.install-stamp
 
+FORCE:
+
 .PHONY: install demo serve test test-unit migrate lint format bench bench-quick bench-peers reliability clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt $(if $(STALE_VENV),FORCE)
+	@$(if $(STALE_VENV),echo "$(STALE_VENV)" && rm -rf $(VENV),true)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "convo-store needs Python 3.11+ (set PYTHON=python3.11)"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,openai-agents,langchain]'
@@ -26,7 +43,7 @@ demo: install
 	$(BIN)/convo demo
 
 serve: install
-	$(BIN)/convo serve
+	$(BIN)/convo serve --host $(HOST) --port $(PORT)
 
 migrate: install
 	$(BIN)/convo migrate
@@ -53,6 +70,8 @@ bench: install $(PEERS_STAMP)
 	$(BIN)/python -m bench
 	$(MAKE) --no-print-directory bench-peers
 
+# Quick mode writes to bench/results/quick/ (untracked), never over the
+# published figures: only `make bench` updates those and docs/benchmarks.md.
 bench-quick: install
 	CONVO_BENCH_QUICK=1 $(BIN)/python -m bench write_path read_path
 

@@ -1,7 +1,8 @@
 """`make bench`: run every benchmark (or the named ones); each writes
 bench/results/<name>.json. Then `bench.summary` turns all the results files
 into docs/benchmarks.md. `CONVO_BENCH_QUICK=1` (`make bench-quick`): fewer
-repeats, same sizes where a goal names one.
+repeats, same sizes where a goal names one, results and their page in
+bench/results/quick/ (not tracked), never over the published ones.
 
 `peers` (bench/peers: the store against langchain-postgres, the OpenAI
 Agents SDK, Google ADK and LangGraph) runs only when named, in the peers'

@@ -13,7 +13,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-RESULTS_DIR = Path(__file__).parent / "results"
+PUBLISHED_DIR = Path(__file__).parent / "results"
+
+
+def _results_dir() -> Path:
+    """Where this run writes: `CONVO_BENCH_RESULTS` if set; a quick run
+    (`CONVO_BENCH_QUICK=1`) elsewhere under results/quick (ignored by git),
+    so only a full `make bench` rewrites the published figures."""
+    chosen = os.environ.get("CONVO_BENCH_RESULTS")
+    if chosen:
+        return Path(chosen)
+    return PUBLISHED_DIR / "quick" if os.environ.get("CONVO_BENCH_QUICK") else PUBLISHED_DIR
+
+
+RESULTS_DIR = _results_dir()
 PACKAGES = ("sqlalchemy", "psycopg", "pydantic")
 
 
@@ -36,7 +49,7 @@ def write_results(
     notes: str = "",
     machine: dict[str, Any] | None = None,
 ) -> Path:
-    """Write `figures` to bench/results/<name>.json with when and where they ran
+    """Write `figures` to `RESULTS_DIR`/<name>.json with when and where they ran
     (`machine`: more facts about where, e.g. `bench.harness.machine_facts`).
 
     A benchmark with goals puts them in `figures["comparisons"]` (see

@@ -14,9 +14,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS_DIR, comparison_cells, local_facts
+from bench.report import PUBLISHED_DIR, RESULTS_DIR, comparison_cells, local_facts
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+# Only the published results make the published page; a quick run's page
+# stays beside its results.
+DOCS = (
+    Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+    if RESULTS_DIR == PUBLISHED_DIR
+    else RESULTS_DIR / "benchmarks.md"
+)
 ORDER = ("write_path", "read_path", "read_scaling", "cache_reuse", "http_load", "peers")
 
 
