@@ -31,7 +31,7 @@ def test_config_lists_every_setting_and_hides_the_password(
 
 
 def test_every_setting_is_listed() -> None:
-    fields = {name for name in Settings.__dataclass_fields__}
+    fields = set(Settings.model_fields)
     assert {field for _, field, _ in VARIABLES} == fields
 
 
