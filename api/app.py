@@ -39,7 +39,7 @@ from api.errors import CONVERSATION_ERRORS, install_error_handlers
 from api.metrics import CONTENT_TYPE, Metrics, process_ended
 from api.middleware import REQUEST_ID_HEADER, RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
-from api.routes import api_router
+from api.routes import install_routes
 from hosting.bootstrap import open_keys, open_storage
 from hosting.settings import Settings, limits_from_settings
 from store.domain.errors import StorageFailure
@@ -140,7 +140,7 @@ def create_app(
             expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
         )
     app.add_middleware(RequestContext, metrics=metrics)
-    app.include_router(api_router)
+    install_routes(app)
     install_openapi(app)
     install_docs(app)
 

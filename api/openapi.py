@@ -7,6 +7,8 @@
 - A message's role is one enum component, `Role`, referenced everywhere:
   pydantic inlines a `Literal` at each use, so `shaped` replaces every inline
   copy with a `$ref` (a generator then makes one type, not one per field).
+- Every operation behind the key check declares both ways of sending a key
+  (`api.deps.SECURITY_SCHEMES`), as FastAPI's security dependencies did.
 - Every error response is declared as what it is: `application/problem+json`
   with the `Problem` schema (`api.problems`), FastAPI's own 422
   (`HTTPValidationError`) included.
@@ -20,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from api.deps import SECURITY_SCHEMES, get_tenant
 from api.problems import MEDIA_TYPE, Problem
 from store.domain.messages import ROLES
 
@@ -91,13 +94,35 @@ def shaped(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def _behind_the_key_check(app: FastAPI) -> set[tuple[str, str]]:
+    """(path, method) of every operation that depends on `get_tenant`."""
+    found = set()
+    for route in app.routes:
+        if isinstance(route, APIRoute) and any(
+            dependency.call is get_tenant for dependency in route.dependant.dependencies
+        ):
+            found |= {(route.path_format, method.lower()) for method in route.methods}
+    return found
+
+
+def _secured(document: dict[str, Any], operations: set[tuple[str, str]]) -> None:
+    components = document.setdefault("components", {})
+    components["securitySchemes"] = {name: dict(s) for name, s in SECURITY_SCHEMES.items()}
+    for path, method in operations:
+        operation = document.get("paths", {}).get(path, {}).get(method)
+        if operation is not None:
+            operation["security"] = [{name: []} for name in SECURITY_SCHEMES]
+
+
 def install_openapi(app: FastAPI) -> None:
     """Serve the shaped document (built once, as FastAPI does)."""
     build: Callable[[], dict[str, Any]] = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = shaped(build())
+            document = shaped(build())
+            _secured(document, _behind_the_key_check(app))
+            app.openapi_schema = document
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
