@@ -236,7 +236,11 @@ def describe(error: ValidationError) -> str:
         shown = isinstance(given, str | int | float) and field not in SECRETS
         value = f" ({given!r})" if shown else ""
         message = str(problem["msg"]).removeprefix("Value error, ")
-        problems.append(f"{variable_of(field)}{value}: {message}")
+        variable = variable_of(field)
+        if message.startswith(variable):  # the message names it already
+            problems.append(message)
+        else:
+            problems.append(f"{variable}{value}: {message}")
     return "; ".join(problems)
 
 
