@@ -101,7 +101,7 @@ def _behind_the_key_check(app: FastAPI) -> set[tuple[str, str]]:
         if isinstance(route, APIRoute) and any(
             dependency.call is get_tenant for dependency in route.dependant.dependencies
         ):
-            found |= {(route.path_format, method.lower()) for method in route.methods}
+            found |= {(route.path_format, method.lower()) for method in route.methods or ()}
     return found
 
 
