@@ -1,38 +1,46 @@
 """The FastAPI application factory: the one place the app is wired.
 
 `create_app(settings, database_url=url)` is what `convo serve` runs: the app
-opens a PostgreSQL storage (and an engine for API keys) when it starts and
+opens a PostgreSQL storage (and a look-up of API keys) when it starts and
 closes them when it stops. Tests, or an embedding application, pass
 `services=` instead — e.g. the in-memory storage with in-memory keys — and
 the app uses them from the first request, needs no lifespan run, and never
 closes them.
 
-Every request goes through `api.middleware` (request id, body and URL
-limits, request metrics) and `api.errors.CatchAll`. `/health` is liveness: the process
-answers, nothing else is asked. `/ready` is readiness: the storage answers
-a query (503 with the error body while the database is down), so a load
-balancer stops sending traffic to a replica that cannot serve it.
-`/metrics` is the app's counters in Prometheus' text format (`api.metrics`).
+Every request goes through, from the outside in: `api.middleware.RequestContext`
+(request id, access line, metrics), CORS when `CONVO_CORS_ORIGINS` is set,
+gzip for a response of at least `CONVO_GZIP_MIN_BYTES` when the client
+accepts it (never an event stream, which must not be held back),
+`api.errors.CatchAll` and `api.middleware.RequestLimits` (body and URL
+limits). `/health` is liveness: the process answers, nothing else is
+asked. `/ready` is readiness: the storage answers a query (503 with the
+error body while the database is down), so a load balancer stops sending
+traffic to a replica that cannot serve it. `/metrics` is Prometheus'
+(`api.metrics`). `/docs` and `/redoc` are served with their scripts from
+an installed package (`api.docs`), so they work offline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.middleware.gzip import GZipMiddleware
+from fastapi.responses import Response
 
 from api.deps import Services, ServicesDep
+from api.docs import install_docs
 from api.errors import CONVERSATION_ERRORS, install_error_handlers
-from api.metrics import CONTENT_TYPE, Metrics, pool_stats
-from api.middleware import RequestContext, RequestLimits
+from api.metrics import CONTENT_TYPE, Metrics, process_ended
+from api.middleware import REQUEST_ID_HEADER, RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
-from api.routes import api_router
-from hosting.bootstrap import open_storage
-from hosting.keys import KeyLookup
+from api.routes import install_routes
+from hosting.bootstrap import open_keys, open_storage
 from hosting.settings import Settings, limits_from_settings
 from store.domain.errors import StorageFailure
 
@@ -44,7 +52,10 @@ An event-sourced conversation store for LLM agents.
 Every route but `/health`, `/ready` and `/metrics` needs an API key (`convo keys create --tenant T
 --name N`), sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`.
 A key acts for one tenant; another tenant's conversation is a 404.
-Errors are `{"error": {"type": ..., "message": ...}}`.
+Errors are RFC 9457 problem details (`application/problem+json`): `type`
+(a stable slug per error class), `title`, `status`, `detail`, `instance`
+(the request's id), and for a validation error `errors`, one
+`{pointer, detail}` per field.
 """
 
 TAGS = [
@@ -61,9 +72,16 @@ TAGS = [
 ]
 
 
+# gzip level: close to the default's ratio on JSON, at a fraction of level 9's time.
+GZIP_LEVEL = 5
+CORS_HEADERS = ["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key", REQUEST_ID_HEADER]
+
+
 def create_app(
     settings: Settings, *, database_url: str | None = None, services: Services | None = None
 ) -> FastAPI:
+    metrics = Metrics()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if services is not None:
@@ -74,7 +92,7 @@ def create_app(
         for warning in await storage.server_warnings():
             _log.warning(warning)
         try:
-            keys = await KeyLookup.connect(database_url, options=settings.connection_options())
+            keys = await open_keys(database_url, settings)
         except BaseException:
             await storage.close()
             raise
@@ -83,9 +101,14 @@ def create_app(
             tenant_for_key=keys.tenant_for_key,
             limits=limits_from_settings(settings),
         )
+        sampling = asyncio.get_running_loop().create_task(metrics.sample_pool(storage))
         try:
             yield
         finally:
+            sampling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampling
+            process_ended()
             await storage.close()
             await keys.close()
 
@@ -96,16 +119,30 @@ def create_app(
         openapi_tags=TAGS,
         lifespan=lifespan,
         generate_unique_id_function=operation_id_of,
+        docs_url=None,
+        redoc_url=None,
     )
     if services is not None:
         app.state.services = services
-    metrics = app.state.metrics = Metrics()
+    app.state.metrics = metrics
     # Added innermost first: RequestContext ends up outermost.
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
     install_error_handlers(app)  # and CatchAll, around RequestLimits
+    app.add_middleware(
+        GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=GZIP_LEVEL
+    )
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["*"],
+            allow_headers=CORS_HEADERS,
+            expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
+        )
     app.add_middleware(RequestContext, metrics=metrics)
-    app.include_router(api_router)
+    install_routes(app)
     install_openapi(app)
+    install_docs(app)
 
     @app.get("/health", tags=["health"], summary="Liveness", operation_id="health")
     async def health() -> dict[str, str]:
@@ -129,20 +166,20 @@ def create_app(
         tags=["health"],
         summary="Prometheus metrics",
         operation_id="metrics",
-        response_class=PlainTextResponse,
+        response_class=Response,
         responses={200: {"content": {"text/plain": {}}, "description": "Text format 0.0.4"}},
     )
-    async def metrics_text() -> PlainTextResponse:
-        """Request counts and latencies by route, storage errors, appends, and the
-        connection pool, in Prometheus' text format."""
+    async def metrics_text() -> Response:
+        """Request counts and latencies by route and status, storage errors,
+        appends, compactions, the connection pool and the feed's lag, in
+        Prometheus' text format: every worker's, whichever answers."""
         current: Services | None = getattr(app.state, "services", None)
-        stats = pool_stats(current.storage) if current is not None else None
-        lag = None
         if current is not None:
+            metrics.observe_pool(current.storage)
             # A scrape while the database is down still answers, without it.
             with contextlib.suppress(StorageFailure):
-                lag = await current.storage.feed_lag()
-        return PlainTextResponse(metrics.render(stats, lag), media_type=CONTENT_TYPE)
+                metrics.observe_feed_lag(await current.storage.feed_lag())
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return app
 

@@ -1,13 +1,15 @@
-"""Errors as HTTP responses: one JSON shape for every failure.
-
-    {"error": {"type": "ConcurrencyConflict", "message": "...", ...}}
+"""Errors as HTTP responses: RFC 9457 problem details for every failure
+(`api.problems`: `type`, `title`, `status`, `detail`, `instance`).
 
 `type` is the store's exception class name (or `Unauthorized`,
-`ValidationError`, `HTTPError`, `InternalError`); `message` is the store's
-own text, which names the problem. A concurrency conflict adds `expected`
-and `actual` (when known); a busy conversation or an unavailable database
-adds `retry_after` (seconds), also sent as a `Retry-After` header.
+`ValidationError`, `PayloadTooLarge`, `HTTPError`, `InternalError`);
+`detail` is the store's own text, which names the problem. A concurrency
+conflict adds `expected` and `actual` (when known); a busy conversation or
+an unavailable database adds `retry_after` (seconds), also sent as a
+`Retry-After` header; a validation error adds `errors`, one
+`{pointer, detail}` per field.
 
+    ConversationExists (creating an id the tenant has)            → 409
     ConcurrencyConflict                                           → 409
     IdempotencyConflict                                           → 409
     ConversationBusy (+ Retry-After)                              → 409
@@ -34,7 +36,7 @@ logs the exception with its message, which can quote content. `CatchAll`
 logs one line instead: the exception's classes and frames, never its
 message (`api.logging.describe_error`).
 
-Messages are made safe to encode: a lone surrogate the client sent (and an
+Details are made safe to encode: a lone surrogate the client sent (and an
 error quoted) is shown as `\\udXXX`, not sent as invalid UTF-8.
 
 A driver error that reaches the app untranslated (a code path that did not
@@ -56,19 +58,19 @@ from typing import Any
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.logging import describe_error
+from api.problems import Problem, ProblemResponse, field_problems, problem_response
 from store.domain.errors import (
     BoundaryError,
     ConcurrencyConflict,
     ConfigurationError,
     ConversationBusy,
     ConversationDeleted,
+    ConversationExists,
     ConversationIsArchived,
     ConversationNotFound,
     ConvoStoreError,
@@ -94,6 +96,7 @@ class BodyRefused(HTTPException):
     it through instead of answering 400."""
 
     def __init__(self, problem: str) -> None:
+        self.problem = problem
         super().__init__(422, f"body: {problem}")
 
 
@@ -103,30 +106,13 @@ class BodyTooLarge(HTTPException):
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"body: the request body is over the limit of {limit} bytes")
 
-    def response(self) -> JSONResponse:
-        return error_response(413, "PayloadTooLarge", str(self.detail))
-
-
-class ErrorDetail(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    type: str
-    message: str
-    expected: int | str | None = None
-    actual: int | None = None
-    retry_after: int | None = None
-
-
-class ErrorBody(BaseModel):
-    """Every error response has this shape."""
-
-    model_config = ConfigDict(frozen=True)
-
-    error: ErrorDetail
+    def response(self) -> ProblemResponse:
+        return problem_response(413, "PayloadTooLarge", str(self.detail))
 
 
 # First match wins: subclasses before their bases.
 STATUS_OF: tuple[tuple[type[ConvoStoreError], int], ...] = (
+    (ConversationExists, 409),
     (ConcurrencyConflict, 409),
     (IdempotencyConflict, 409),
     (ConversationBusy, 409),
@@ -151,43 +137,25 @@ STORAGE_ERROR_MESSAGE = "the database failed to carry out the request"
 
 # For route declarations: the error responses the OpenAPI document shows.
 CONVERSATION_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "No API key, or an unknown or revoked one"},
-    404: {"model": ErrorBody, "description": "No such conversation (for this key's tenant)"},
-    410: {"model": ErrorBody, "description": "The conversation was deleted"},
-    422: {"model": ErrorBody, "description": "The request breaks a rule (the message says which)"},
+    401: {"model": Problem, "description": "No API key, or an unknown or revoked one"},
+    404: {"model": Problem, "description": "No such conversation (for this key's tenant)"},
+    410: {"model": Problem, "description": "The conversation was deleted"},
+    422: {"model": Problem, "description": "The request breaks a rule (the message says which)"},
     503: {
-        "model": ErrorBody,
+        "model": Problem,
         "description": "The database is unreachable or overloaded: retry after Retry-After",
     },
 }
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONVERSATION_ERRORS,
-    413: {"model": ErrorBody, "description": "The request body is over CONVO_MAX_BODY_BYTES"},
+    413: {"model": Problem, "description": "The request body is over CONVO_MAX_BODY_BYTES"},
     409: {
-        "model": ErrorBody,
+        "model": Problem,
         "description": "expected_version is stale, an idempotency conflict, the"
         " conversation is archived (ConversationIsArchived: unarchive it first), or it is"
         " busy (ConversationBusy: retry after Retry-After)",
     },
 }
-
-
-def _encodable(text: str) -> str:
-    """`text` as valid UTF-8: a lone surrogate becomes its escape."""
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def error_response(
-    status: int, type_: str, message: str, *, headers: dict[str, str] | None = None, **extra: Any
-) -> JSONResponse:
-    detail = ErrorDetail(type=type_, message=_encodable(message), **extra)
-    return JSONResponse(
-        {"error": detail.model_dump(mode="json", exclude_none=True)},
-        status_code=status,
-        headers=headers,
-    )
 
 
 def status_of(error: ConvoStoreError) -> int:
@@ -202,7 +170,7 @@ def retry_after_seconds(seconds: float) -> int:
     return max(0, math.ceil(seconds))
 
 
-def store_error_response(error: ConvoStoreError) -> JSONResponse:
+def store_error_response(error: ConvoStoreError) -> ProblemResponse:
     status = status_of(error)
     message = str(error)
     extra: dict[str, Any] = {}
@@ -220,7 +188,7 @@ def store_error_response(error: ConvoStoreError) -> JSONResponse:
         if status >= 500 and not isinstance(error, StorageUnavailable):
             # The driver's class and SQLSTATE are for the log, not the client.
             message = STORAGE_ERROR_MESSAGE
-    return error_response(status, type(error).__name__, message, headers=headers, **extra)
+    return problem_response(status, type(error).__name__, message, headers=headers, **extra)
 
 
 def _count(request: Request, error: ConvoStoreError) -> None:
@@ -230,13 +198,13 @@ def _count(request: Request, error: ConvoStoreError) -> None:
         metrics.storage_error(error)
 
 
-async def _store_error(request: Request, error: Exception) -> JSONResponse:
+async def _store_error(request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, ConvoStoreError)
     _count(request, error)
     return store_error_response(error)
 
 
-async def _driver_error(request: Request, error: Exception) -> JSONResponse:
+async def _driver_error(request: Request, error: Exception) -> ProblemResponse:
     # A driver error no storage call translated: translate it here (this
     # also logs it, without statement or parameters).
     ours = translate(error, conversation_id=request.path_params.get("conversation_id"))
@@ -250,39 +218,46 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc) or "request"
 
 
-async def _validation_error(request: Request, error: Exception) -> JSONResponse:
+async def _validation_error(request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, RequestValidationError)
-    problems = "; ".join(f"{_location(e['loc'])}: {e['msg']}" for e in error.errors())
-    return error_response(422, "ValidationError", problems)
+    errors = error.errors()
+    # `detail` sums up every field's problem in one line; `errors` has them one by one.
+    summary = "; ".join(f"{_location(e['loc'])}: {e['msg']}" for e in errors)
+    return problem_response(422, "ValidationError", summary, errors=field_problems(errors))
 
 
-async def _unauthorized(request: Request, error: Exception) -> JSONResponse:
-    return error_response(401, "Unauthorized", str(error), headers={"WWW-Authenticate": "Bearer"})
+async def _unauthorized(request: Request, error: Exception) -> ProblemResponse:
+    return problem_response(401, "Unauthorized", str(error), headers={"WWW-Authenticate": "Bearer"})
 
 
-async def _http_error(request: Request, error: Exception) -> JSONResponse:
+async def _http_error(request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, HTTPException)
-    return error_response(
+    return problem_response(
         error.status_code, "HTTPError", str(error.detail), headers=dict(error.headers or {})
     )
 
 
-async def _body_refused(request: Request, error: Exception) -> JSONResponse:
+async def _body_refused(request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, BodyRefused)
-    return error_response(422, "ValidationError", str(error.detail))
+    return problem_response(
+        422,
+        "ValidationError",
+        str(error.detail),
+        errors=[{"pointer": "/body", "detail": error.problem}],
+    )
 
 
-async def _body_too_large(request: Request, error: Exception) -> JSONResponse:
+async def _body_too_large(request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, BodyTooLarge)
     return error.response()
 
 
-def internal_error_response() -> JSONResponse:
+def internal_error_response() -> ProblemResponse:
     """A bug's 500: the same shape, without internals."""
-    return error_response(500, "InternalError", "the server failed to handle the request")
+    return problem_response(500, "InternalError", "the server failed to handle the request")
 
 
-async def _internal_error(request: Request, error: Exception) -> JSONResponse:
+async def _internal_error(request: Request, error: Exception) -> ProblemResponse:
     log_unhandled(error, request.scope)
     return internal_error_response()
 

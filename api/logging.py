@@ -25,6 +25,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from hosting.settings import Settings
 
 # The id of the request being handled, set by `api.middleware.RequestContext`
@@ -88,8 +90,16 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             entry.update(describe_error(record.exc_info[1]))
         # ASCII only: a line stays one line, and a stray lone surrogate
-        # cannot make the log handler fail.
-        return json.dumps(entry, ensure_ascii=True, default=str)
+        # cannot make the log handler fail. orjson writes most lines (an
+        # access line per request) in a fraction of the time; a line it
+        # cannot write, or not in ASCII, goes through the standard library.
+        try:
+            line = orjson.dumps(entry, default=str)
+        except TypeError:
+            return json.dumps(entry, ensure_ascii=True, default=str)
+        if not line.isascii():
+            return json.dumps(entry, ensure_ascii=True, default=str)
+        return line.decode("ascii")
 
 
 class TextFormatter(logging.Formatter):

@@ -1,42 +1,55 @@
-"""Prometheus metrics, in the text exposition format, without a client library.
+"""Prometheus metrics (`prometheus_client`), right under `--workers N` too.
 
-`GET /metrics` (no key, like `/health`) answers what one app instance has
-counted since it started:
+`GET /metrics` (no key, like `/health`) answers, in Prometheus' text format:
 
-    convo_http_requests_total{method, route, status}        counter
-    convo_http_request_duration_seconds{method, route}      histogram
-    convo_storage_errors_total{type}                        counter: ConversationBusy,
-                                                            StorageUnavailable, StorageError
-    convo_appends_total                                     counter: appends that wrote
-    convo_messages_appended_total                           counter: messages they wrote
-    convo_feed_lag_seconds                                  gauge: the feed horizon's age
-    convo_pool_{min,max,size,available,requests_waiting}    gauges: the PostgreSQL pool
+    convo_http_requests_total{method, route, status}             counter
+    convo_http_request_duration_seconds{method, route, status}   histogram
+    convo_storage_errors_total{type}                             counter: ConversationBusy,
+                                                                 StorageUnavailable, StorageError
+    convo_appends_total                                          counter: appends that wrote
+    convo_messages_appended_total                                counter: messages they wrote
+    convo_compaction_runs_total{dry_run}                         counter: compaction jobs run
+    convo_conversations_compacted_total                          counter: batches they started
+    convo_feed_lag_seconds                                       gauge: the feed horizon's age
+    convo_pool_{max,size,in_use,available,requests_waiting}      gauges: the PostgreSQL pools
     convo_pool_{requests_num,requests_errors,connections_errors,connections_lost}_total
-                                                            counters (the pool's); all
-                                                            absent on the in-memory storage
+                                                                 counters (psycopg_pool's)
 
 `route` is the route's template (`/conversations/{conversation_id}`), never
 the path: ids stay out of the labels, so their number stays bounded. A
 request no route matched is counted under `route="<unmatched>"`.
 
-One process, one event loop: the counters are plain ints, updated without a
-lock. Each app (`api.app.create_app`) has its own `Metrics`, on
-`app.state.metrics`.
+One process (`convo serve`): each app has its own registry. Several
+(`convo serve --workers N`): `convo serve` gives the workers one directory
+in `PROMETHEUS_MULTIPROC_DIR`, each worker's values live in files there,
+and a scrape — whichever worker answers it — reads them all
+(prometheus_client's multiprocess mode): counters and histograms are summed
+over every worker that ever ran, the pool gauges over the live ones, and
+the feed lag is the last one measured. The pool's figures are taken every
+`POOL_SAMPLE_S` seconds in each worker, and by the worker that answers the
+scrape just before.
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+import asyncio
+import os
+from collections.abc import Mapping
 from typing import Any
 
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from starlette.types import Scope
 
 from store.domain.errors import StorageFailure
 
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# The text format every Prometheus version reads (generate_latest writes it).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UNMATCHED_ROUTE = "<unmatched>"
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+POOL_SAMPLE_S = 2.0
 
 # Seconds: from a cached read to a payload build waiting on a busy pool.
 DURATION_BUCKETS: tuple[float, ...] = (
@@ -55,14 +68,22 @@ DURATION_BUCKETS: tuple[float, ...] = (
     10.0,
 )
 
-# psycopg_pool's `get_stats()` keys exported as gauges, and what they mean.
+# psycopg_pool's statistics exported as gauges (summed over live workers).
 POOL_GAUGES: dict[str, str] = {
-    "pool_min": "Configured minimum number of connections.",
-    "pool_max": "Configured maximum number of connections.",
+    "pool_max": "Most connections the pools may open.",
     "pool_size": "Connections open now (in use, idle or being prepared).",
+    "pool_in_use": "Connections lent to requests now.",
     "pool_available": "Idle connections now.",
     "requests_waiting": "Requests waiting for a connection now.",
 }
+# psycopg_pool's counters (absent from its statistics until not 0).
+POOL_COUNTERS: dict[str, str] = {
+    "requests_num": "Requests for a connection so far.",
+    "requests_errors": "Requests for a connection that failed (timeout, closed).",
+    "connections_errors": "Failed attempts to open a connection.",
+    "connections_lost": "Connections found broken.",
+}
+STORAGE_ERROR_TYPES = ("ConversationBusy", "StorageUnavailable", "StorageError")
 
 
 def metric_route(scope: Scope) -> str:
@@ -71,141 +92,134 @@ def metric_route(scope: Scope) -> str:
     return path if isinstance(path, str) else UNMATCHED_ROUTE
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _labels(names: tuple[str, ...], values: tuple[str, ...], **extra: str) -> str:
-    pairs = [*zip(names, values, strict=True), *extra.items()]
-    if not pairs:
-        return ""
-    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in pairs) + "}"
-
-
-def _number(value: float) -> str:
-    if value == math.inf:
-        return "+Inf"
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-class _Histogram:
-    __slots__ = ("buckets", "count", "sum")
-
-    def __init__(self, size: int) -> None:
-        self.buckets = [0] * size
-        self.count = 0
-        self.sum = 0.0
+def multiprocess_mode() -> bool:
+    """Whether this process shares its metrics with others (`--workers N`)."""
+    return bool(os.environ.get(MULTIPROCESS_DIR_ENV))
 
 
 class Metrics:
-    """The counters of one app; `render()` is the `/metrics` body."""
+    """The app's metrics; `render()` is the `/metrics` body."""
 
-    def __init__(self, buckets: Iterable[float] = DURATION_BUCKETS) -> None:
-        self.buckets = tuple(sorted(buckets))
-        self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
-        self.durations: dict[tuple[str, str], _Histogram] = {}
-        self.storage_errors: defaultdict[str, int] = defaultdict(int)
-        self.appends = 0
-        self.messages_appended = 0
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "convo_http_requests",
+            "HTTP requests answered.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.durations = Histogram(
+            "convo_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route and status.",
+            ["method", "route", "status"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.storage_errors = Counter(
+            "convo_storage_errors",
+            "Storage failures answered to clients, by type.",
+            ["type"],
+            registry=r,
+        )
+        for kind in STORAGE_ERROR_TYPES:
+            self.storage_errors.labels(kind)
+        self.appends = Counter(
+            "convo_appends", "Appends that wrote (idempotent replays not).", registry=r
+        )
+        self.messages_appended = Counter(
+            "convo_messages_appended", "Messages written by appends.", registry=r
+        )
+        self.compaction_runs = Counter(
+            "convo_compaction_runs", "Compaction jobs run over HTTP.", ["dry_run"], registry=r
+        )
+        self.conversations_compacted = Counter(
+            "convo_conversations_compacted",
+            "Conversations compaction jobs started a batch for.",
+            registry=r,
+        )
+        self.feed_lag = Gauge(
+            "convo_feed_lag_seconds",
+            "How far the global feed's horizon is behind now: the age of the oldest "
+            "open transaction (feed readers see nothing newer).",
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self.pool_gauges = {
+            key: Gauge(
+                "convo_" + (key if key.startswith("pool_") else f"pool_{key}"),
+                help_,
+                multiprocess_mode="livesum",
+                registry=r,
+            )
+            for key, help_ in POOL_GAUGES.items()
+        }
+        self.pool_counters = {
+            key: Counter(f"convo_pool_{key}", help_, registry=r)
+            for key, help_ in POOL_COUNTERS.items()
+        }
+        # The labelled children of a (method, route, status), made once.
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.requests[(method, route, str(status))] += 1
-        histogram = self.durations.get((method, route))
-        if histogram is None:
-            histogram = self.durations[(method, route)] = _Histogram(len(self.buckets))
-        histogram.count += 1
-        histogram.sum += seconds
-        for i, bound in enumerate(self.buckets):
-            if seconds <= bound:
-                histogram.buckets[i] += 1
-                break
+        series = self._series.get((method, route, status))
+        if series is None:
+            labels = (method, route, str(status))
+            series = self._series[(method, route, status)] = (
+                self.requests.labels(*labels),
+                self.durations.labels(*labels),
+            )
+        series[0].inc()
+        series[1].observe(seconds)
 
     def storage_error(self, error: BaseException) -> None:
         """Count a storage failure answered to a client, by its class."""
         if isinstance(error, StorageFailure):
-            self.storage_errors[type(error).__name__] += 1
+            self.storage_errors.labels(type(error).__name__).inc()
 
     def appended(self, messages: int) -> None:
-        self.appends += 1
-        self.messages_appended += messages
+        self.appends.inc()
+        self.messages_appended.inc(messages)
 
-    def render(
-        self, pool_stats: Mapping[str, Any] | None = None, feed_lag: float | None = None
-    ) -> str:
-        lines: list[str] = []
+    def compacted(self, *, dry_run: bool, conversations: int) -> None:
+        self.compaction_runs.labels("true" if dry_run else "false").inc()
+        if not dry_run:
+            self.conversations_compacted.inc(conversations)
 
-        def family(name: str, kind: str, help_: str) -> None:
-            lines.append(f"# HELP {name} {help_}")
-            lines.append(f"# TYPE {name} {kind}")
+    def observe_pool(self, storage: object) -> None:
+        """Take the storage's pool figures (nothing without a pool)."""
+        pool = getattr(storage, "pool", None)
+        if pool is None or not hasattr(pool, "pop_stats"):
+            return
+        # pop_stats: the counters since the last call, so each is added once.
+        stats: Mapping[str, Any] = pool.pop_stats()
+        size = stats.get("pool_size", 0)
+        available = stats.get("pool_available", 0)
+        figures = {**stats, "pool_in_use": max(0, size - available)}
+        for key, gauge in self.pool_gauges.items():
+            gauge.set(figures.get(key, 0))
+        for key, counter in self.pool_counters.items():
+            if stats.get(key):
+                counter.inc(stats[key])
 
-        family("convo_http_requests_total", "counter", "HTTP requests answered.")
-        for (method, route, status), count in sorted(self.requests.items()):
-            labels = _labels(("method", "route", "status"), (method, route, status))
-            lines.append(f"convo_http_requests_total{labels} {count}")
+    def observe_feed_lag(self, seconds: float) -> None:
+        self.feed_lag.set(seconds)
 
-        name = "convo_http_request_duration_seconds"
-        family(name, "histogram", "Time to answer an HTTP request, by route.")
-        for (method, route), histogram in sorted(self.durations.items()):
-            series = (method, route)
-            cumulative = 0
-            for bound, count in zip(self.buckets, histogram.buckets, strict=True):
-                cumulative += count
-                labels = _labels(("method", "route"), series, le=_number(bound))
-                lines.append(f"{name}_bucket{labels} {cumulative}")
-            labels = _labels(("method", "route"), series, le="+Inf")
-            lines.append(f"{name}_bucket{labels} {histogram.count}")
-            labels = _labels(("method", "route"), series)
-            lines.append(f"{name}_sum{labels} {_number(histogram.sum)}")
-            lines.append(f"{name}_count{labels} {histogram.count}")
+    def render(self) -> bytes:
+        if multiprocess_mode():
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return prometheus_client.generate_latest(registry)
+        return prometheus_client.generate_latest(self.registry)
 
-        family(
-            "convo_storage_errors_total",
-            "counter",
-            "Storage failures answered to clients, by type.",
-        )
-        for kind in ("ConversationBusy", "StorageUnavailable", "StorageError"):
-            self.storage_errors.setdefault(kind, 0)
-        for kind, count in sorted(self.storage_errors.items()):
-            lines.append(f"convo_storage_errors_total{_labels(('type',), (kind,))} {count}")
-
-        family("convo_appends_total", "counter", "Appends that wrote (idempotent replays not).")
-        lines.append(f"convo_appends_total {self.appends}")
-        family("convo_messages_appended_total", "counter", "Messages written by appends.")
-        lines.append(f"convo_messages_appended_total {self.messages_appended}")
-
-        for key, help_ in POOL_GAUGES.items():
-            if pool_stats is not None and key in pool_stats:
-                gauge = "convo_" + (key if key.startswith("pool_") else f"pool_{key}")
-                family(gauge, "gauge", help_)
-                lines.append(f"{gauge} {_number(pool_stats[key])}")
-        if pool_stats is not None:
-            for key, help_ in (
-                ("requests_num", "Requests for a connection so far."),
-                ("requests_errors", "Requests for a connection that failed (timeout, closed)."),
-                ("connections_errors", "Failed attempts to open a connection."),
-                ("connections_lost", "Connections found broken."),
-            ):
-                # psycopg_pool leaves a counter out until it is not 0.
-                family(f"convo_pool_{key}_total", "counter", help_)
-                lines.append(f"convo_pool_{key}_total {_number(pool_stats.get(key, 0))}")
-        if feed_lag is not None:
-            family(
-                "convo_feed_lag_seconds",
-                "gauge",
-                "How far the global feed's horizon is behind now: the age of the oldest "
-                "open transaction (feed readers see nothing newer).",
-            )
-            lines.append(f"convo_feed_lag_seconds {_number(feed_lag)}")
-        return "\n".join(lines) + "\n"
+    async def sample_pool(self, storage: object) -> None:
+        """Take the pool's figures every POOL_SAMPLE_S seconds, until cancelled."""
+        while True:
+            self.observe_pool(storage)
+            await asyncio.sleep(POOL_SAMPLE_S)
 
 
-def pool_stats(storage: object) -> Mapping[str, Any] | None:
-    """The storage's connection-pool statistics (psycopg_pool), if it has a pool."""
-    pool = getattr(storage, "pool", None)
-    get_stats = getattr(pool, "get_stats", None)
-    if get_stats is None:
-        return None
-    stats: Mapping[str, Any] = get_stats()
-    return stats
+def process_ended() -> None:
+    """This worker is stopping: its pool gauges leave the sums."""
+    if multiprocess_mode():
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]

@@ -25,9 +25,10 @@ from urllib.parse import unquote_to_bytes
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import BodyTooLarge, error_response, route_path
+from api.errors import BodyTooLarge, route_path
 from api.logging import request_id
 from api.metrics import Metrics, metric_route
+from api.problems import problem_response
 
 REQUEST_ID_HEADER = "X-Request-ID"
 MAX_REQUEST_ID_CHARS = 200
@@ -120,7 +121,12 @@ class RequestLimits:
         raw_path = (scope.get("raw_path") or b"").split(b"?", 1)[0]
         for part, raw in (("path", raw_path), ("query", scope.get("query_string", b""))):
             if problem := _escapes_problem(raw):
-                response = error_response(422, "ValidationError", f"{part}: {problem}")
+                response = problem_response(
+                    422,
+                    "ValidationError",
+                    f"{part}: {problem}",
+                    errors=[{"pointer": f"/{part}", "detail": problem}],
+                )
                 await response(scope, receive, send)
                 return
         if b"%2f" in raw_path.lower():

@@ -7,6 +7,11 @@
 - A message's role is one enum component, `Role`, referenced everywhere:
   pydantic inlines a `Literal` at each use, so `shaped` replaces every inline
   copy with a `$ref` (a generator then makes one type, not one per field).
+- Every operation behind the key check declares both ways of sending a key
+  (`api.deps.SECURITY_SCHEMES`), as FastAPI's security dependencies did.
+- Every error response is declared as what it is: `application/problem+json`
+  with the `Problem` schema (`api.problems`), FastAPI's own 422
+  (`HTTPValidationError`) included.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from api.deps import SECURITY_SCHEMES, get_tenant
+from api.problems import MEDIA_TYPE, Problem
 from store.domain.messages import ROLES
 
 ROLE_COMPONENT = "Role"
@@ -51,12 +58,60 @@ def _with_role_refs(node: Any) -> Any:
     return {key: _with_role_refs(value) for key, value in node.items()}
 
 
+_PROBLEM_REF = {"$ref": f"#/components/schemas/{Problem.__name__}"}
+# FastAPI's own validation-error schemas, which no response of ours has.
+_FASTAPI_ERROR_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def _is_error_status(status: str) -> bool:
+    return status[:1] in ("4", "5")
+
+
+def _problem_responses(document: dict[str, Any]) -> None:
+    """Every error response: `application/problem+json`, the `Problem` schema."""
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict):
+                continue
+            for status, response in operation.get("responses", {}).items():
+                if _is_error_status(str(status)):
+                    response["content"] = {MEDIA_TYPE: {"schema": dict(_PROBLEM_REF)}}
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for name in _FASTAPI_ERROR_SCHEMAS:
+        schemas.pop(name, None)
+    schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(schema.pop("$defs", {}))
+    schemas[Problem.__name__] = schema
+
+
 def shaped(document: dict[str, Any]) -> dict[str, Any]:
-    """`document` with every inline role enum replaced by the `Role` component."""
+    """`document` with every inline role enum replaced by the `Role` component,
+    and every error response a problem document."""
     document = _with_role_refs(document)
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     schemas[ROLE_COMPONENT] = ROLE_SCHEMA
+    _problem_responses(document)
     return document
+
+
+def _behind_the_key_check(app: FastAPI) -> set[tuple[str, str]]:
+    """(path, method) of every operation that depends on `get_tenant`."""
+    found = set()
+    for route in app.routes:
+        if isinstance(route, APIRoute) and any(
+            dependency.call is get_tenant for dependency in route.dependant.dependencies
+        ):
+            found |= {(route.path_format, method.lower()) for method in route.methods or ()}
+    return found
+
+
+def _secured(document: dict[str, Any], operations: set[tuple[str, str]]) -> None:
+    components = document.setdefault("components", {})
+    components["securitySchemes"] = {name: dict(s) for name, s in SECURITY_SCHEMES.items()}
+    for path, method in operations:
+        operation = document.get("paths", {}).get(path, {}).get(method)
+        if operation is not None:
+            operation["security"] = [{name: []} for name in SECURITY_SCHEMES]
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -65,7 +120,9 @@ def install_openapi(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = shaped(build())
+            document = shaped(build())
+            _secured(document, _behind_the_key_check(app))
+            app.openapi_schema = document
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -28,18 +28,23 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from prometheus_client import multiprocess
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from api.logging import logging_config
+from api.metrics import MULTIPROCESS_DIR_ENV
 from hosting.settings import WRITE_STATEMENTS_ENV, Settings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -111,8 +116,17 @@ WORKER_DATABASE_URL = "CONVO_WORKER_DATABASE_URL"
 WORKER_WRITE_STATEMENTS = 1
 
 
+# How long the supervisor waits for a worker to answer its health check
+# before it kills and replaces it. A new worker answers only once it has
+# imported the command line and the app; uvicorn's 5 s were too short for
+# that on a busy 2-core machine, and every worker was killed before it
+# served (a restart loop).
+WORKER_HEALTHCHECK_S = 30
+
+
 class Supervisor(Multiprocess):
-    """uvicorn's worker supervisor, with SIGHUP stopping like SIGTERM."""
+    """uvicorn's worker supervisor, with SIGHUP stopping like SIGTERM, and a
+    dead worker's pool gauges taken out of the metrics' sums."""
 
     stopped_by: str | None = None
 
@@ -129,6 +143,12 @@ class Supervisor(Multiprocess):
         self.stopped_by = "SIGHUP"
         self.should_exit.set()
 
+    def keep_subprocess_alive(self) -> None:
+        dead = [p.pid for p in self.processes if p.pid is not None and not p.process.is_alive()]
+        super().keep_subprocess_alive()
+        for pid in dead:
+            multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
 
 def prepare_worker_environment(database_url: str) -> None:
     """What the worker processes inherit: the database the parent opened
@@ -136,6 +156,28 @@ def prepare_worker_environment(database_url: str) -> None:
     operator set CONVO_WRITE_STATEMENTS."""
     os.environ[WORKER_DATABASE_URL] = database_url
     os.environ.setdefault(WRITE_STATEMENTS_ENV, str(WORKER_WRITE_STATEMENTS))
+
+
+@contextmanager
+def shared_metrics() -> Iterator[Path]:
+    """A directory the workers keep their metrics in, so that a scrape sums
+    them all (`api.metrics`): the operator's `PROMETHEUS_MULTIPROC_DIR`,
+    emptied of an earlier run's files, or a new one removed at the end."""
+    given = os.environ.get(MULTIPROCESS_DIR_ENV)
+    if given:
+        directory = Path(given)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        yield directory
+        return
+    directory = Path(tempfile.mkdtemp(prefix="convo-metrics-"))
+    os.environ[MULTIPROCESS_DIR_ENV] = str(directory)
+    try:
+        yield directory
+    finally:
+        os.environ.pop(MULTIPROCESS_DIR_ENV, None)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def serve_workers(
@@ -153,6 +195,7 @@ def serve_workers(
         access_log=False,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
         server_header=False,
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
     )
     sock = worker_config.bind_socket()
     # uvicorn's shared socket reports protocol 0, so asyncio never sets
@@ -161,5 +204,6 @@ def serve_workers(
     # Linux copies the listening socket's option to accepted connections.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     supervisor = Supervisor(worker_config, sockets=[sock])
-    supervisor.run()
+    with shared_metrics():
+        supervisor.run()
     return supervisor

@@ -202,7 +202,7 @@ class Soak:
         if (
             response is not None
             and response.status_code == 422
-            and response.json()["error"]["type"] == "EmptyWindow"
+            and response.json()["type"] == "EmptyWindow"
         ):
             return
         self.expect(response, 200, what="assemble")

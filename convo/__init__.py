@@ -45,14 +45,13 @@ def _options(
 
 @app.command("config")
 def config() -> None:
-    """Every CONVO_* setting (and DATABASE_URL): its value now, and what it sets."""
+    """Every setting (DATABASE_URL and each CONVO_* variable): its effective value
+    now, secrets masked, and what it sets."""
     from rich.console import Console
     from rich.table import Table
-    from sqlalchemy import make_url
 
     from convo.errors import load_settings
     from hosting.database import StartupError
-    from hosting.settings import VARIABLES
 
     try:
         settings = load_settings()
@@ -62,11 +61,8 @@ def config() -> None:
     table = Table(title="settings (from the environment)")
     for column in ("variable", "value", "sets"):
         table.add_column(column)
-    for variable, field, meaning in VARIABLES:
-        value = getattr(settings, field)
-        if field == "database_url" and value is not None:
-            value = make_url(value).render_as_string(hide_password=True)
-        table.add_row(variable, "(unset)" if value is None else str(value), meaning)
+    for variable, shown, meaning in settings.effective():
+        table.add_row(variable, shown, meaning)
     Console().print(table)
 
 

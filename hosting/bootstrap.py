@@ -3,6 +3,7 @@ CLI, the demo and the HTTP app run on, made from `Settings` in one place."""
 
 from __future__ import annotations
 
+from hosting.keys import KeyLookup
 from hosting.settings import Settings, limits_from_settings
 from store.postgres import PostgresStorage
 from store.repository import DEFAULT_TENANT, Repository
@@ -10,16 +11,26 @@ from store.repository.port import Storage
 
 
 async def open_storage(
-    url: str, settings: Settings, *, max_size: int = 10, min_size: int = 1
+    url: str, settings: Settings, *, max_size: int | None = None, min_size: int = 1
 ) -> PostgresStorage:
-    """A PostgreSQL storage on `url` with the settings' session timeouts and
-    append statements in flight, its pool `min_size` to `max_size` connections."""
+    """A PostgreSQL storage on `url` with the settings' session timeouts,
+    append statements in flight and pool: `min_size` to `max_size` connections
+    (default `CONVO_POOL_SIZE`), a free one waited for `CONVO_POOL_WAIT_S`."""
+    size = settings.pool_size if max_size is None else max_size
     return await PostgresStorage.connect(
         url,
         options=settings.connection_options(),
-        min_size=min_size,
-        max_size=max_size,
+        min_size=min(min_size, size),
+        max_size=size,
+        timeout=settings.pool_wait_s,
         writers=settings.write_statements,
+    )
+
+
+async def open_keys(url: str, settings: Settings) -> KeyLookup:
+    """API keys on `url`, live ones remembered for `CONVO_KEY_CACHE_S`."""
+    return await KeyLookup.connect(
+        url, options=settings.connection_options(), cache_s=settings.key_cache_s
     )
 
 

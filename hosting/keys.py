@@ -8,15 +8,33 @@ Revoking a key stamps `revoked_at`; the row stays so a listing shows who had
 access and when it ended.
 
 The HTTP app asks which tenant a key belongs to on every request
-(`KeyLookup`), so a revoked key is refused from the next request on.
+(`KeyLookup`). A live key's tenant is remembered, so most requests cost no
+round trip; a revoked key is still refused from its next request on:
+`revoke_key` sends a NOTIFY on `KEYS_CHANNEL` in the revoking transaction,
+and every `KeyLookup` (one per server process) LISTENs on a connection of
+its own and reads what arrived on it — a non-blocking look at its socket —
+before it trusts a remembered key. PostgreSQL signals every listener when
+the revoke commits; `revoke_key` returns once its own listener has the
+notification, by which time the servers' have theirs (a request checked
+later does not find the key remembered). If the listening
+connection is lost, nothing is remembered until it is back (keys are asked
+of the database meanwhile), and a remembered key is asked again after
+`cache_s` seconds whatever happens (`CONVO_KEY_CACHE_S`; 0 remembers none).
+A key revoked by hand in SQL, without `revoke_key`, is refused after
+`cache_s` at the latest (or at once after `NOTIFY convo_api_keys`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import logging
 import secrets
+import time
 import uuid
 from datetime import datetime
+from select import POLLIN, poll
 from typing import Any
 
 import psycopg
@@ -41,7 +59,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from store.postgres.schema import metadata
 from store.postgres.urls import libpq_url
 
+_log = logging.getLogger("convo.keys")
+
 KEY_PREFIX = "cs_"
+# NOTIFYed when a key is revoked: every server process forgets the keys it remembered.
+KEYS_CHANNEL = "convo_api_keys"
 # How much of the key a listing shows: enough to tell keys apart, far too
 # little to use.
 SHOWN_CHARS = 8
@@ -127,15 +149,34 @@ async def list_keys(engine: AsyncEngine, tenant: str | None = None) -> list[ApiK
 
 
 async def revoke_key(engine: AsyncEngine, key_id: uuid.UUID) -> bool:
-    """Revoke a key; False when there is no such key or it was already revoked."""
-    async with engine.begin() as conn:
-        result = await conn.execute(
-            update(api_keys)
-            .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-            .values(revoked_at=func.now())
-            .returning(api_keys.c.id)
-        )
-        return result.first() is not None
+    """Revoke a key; False when there is no such key or it was already revoked.
+
+    Every server's `KeyLookup` hears of it by a NOTIFY sent when it commits;
+    this returns once the notification came back to a listener of its own,
+    so the servers' connections, signalled with it, have theirs too."""
+    url = libpq_url(engine.url.render_as_string(hide_password=False))
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as listener:
+        await listener.execute(f"LISTEN {KEYS_CHANNEL}")
+        async with engine.begin() as conn:
+            result = await conn.execute(
+                update(api_keys)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=func.now())
+                .returning(api_keys.c.id)
+            )
+            revoked = result.first() is not None
+            if revoked:
+                # Delivered at commit, to every server's KeyLookup.
+                await conn.execute(select(func.pg_notify(KEYS_CHANNEL, str(key_id))))
+        if revoked:
+            async for notice in listener.notifies(timeout=REVOCATION_ECHO_S):
+                if notice.payload == str(key_id):
+                    break
+    return revoked
+
+
+# How long `revoke_key` waits for its own notification to come back.
+REVOCATION_ECHO_S = 5.0
 
 
 # A look-up is one short statement: a few connections serve many requests.
@@ -148,17 +189,42 @@ async def _prepare_at_first_use(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.prepare_threshold = 0
 
 
-class KeyLookup:
-    """The tenant of a live key, asked of the database at every request: one
-    prepared statement, one round trip, on a small pool of its own.
+# A key's tenant is remembered for this long unless a revocation says otherwise.
+DEFAULT_CACHE_S = 60.0
+# Remembered keys, at most (all are forgotten when it is full: keys are few).
+MAX_REMEMBERED = 10_000
+# Between attempts to listen again after the listening connection was lost.
+RELISTEN_PAUSE_S = 1.0
 
-    (Asked through a SQLAlchemy engine, it was a pre-ping and the query, two
-    round trips, and a sixth of the server's CPU for an append; with four
-    connections, eight concurrent requests queued for them.)
+
+class KeyLookup:
+    """The tenant of a live key: remembered for `cache_s` seconds, forgotten
+    on a revocation's NOTIFY (the module's docstring), else asked of the
+    database: one prepared statement, one round trip, on a small pool of its
+    own.
+
+    (Asked through a SQLAlchemy engine at every request, it was a pre-ping
+    and the query, two round trips, and a sixth of the server's CPU for an
+    append; with four connections, eight concurrent requests queued for them.)
     """
 
-    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+        *,
+        url: str = "",
+        options: str = "",
+        cache_s: float = DEFAULT_CACHE_S,
+    ) -> None:
         self.pool = pool
+        self.cache_s = cache_s
+        self._url, self._options = url, options
+        self._tenants: dict[str, tuple[str, float]] = {}  # key hash → (tenant, until)
+        self._forgotten = 0  # times everything was forgotten
+        self._listener: psycopg.AsyncConnection[Any] | None = None
+        self._poller: Any = None  # a select.poll of the listening connection's socket
+        self._relisten: asyncio.Task[None] | None = None
+        self._closed = False
 
     @classmethod
     async def connect(
@@ -168,10 +234,11 @@ class KeyLookup:
         options: str,
         max_size: int = KEY_POOL_SIZE,
         timeout: float = 5.0,  # noqa: ASYNC109 - the pool's wait, not this call's
+        cache_s: float = DEFAULT_CACHE_S,
     ) -> KeyLookup:
         """Keys looked up on the database at `url`, with at most `max_size`
         connections (opened as requests wait for one), each waited for at
-        most `timeout` seconds."""
+        most `timeout` seconds; live keys remembered for `cache_s` seconds."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             libpq_url(url),
             min_size=1,
@@ -182,18 +249,106 @@ class KeyLookup:
             open=False,
         )
         await pool.open(wait=True, timeout=timeout)
-        return cls(pool)
+        lookup = cls(pool, url=url, options=options, cache_s=cache_s)
+        if cache_s > 0:
+            try:
+                await lookup._listen()
+            except BaseException:
+                await pool.close()
+                raise
+        return lookup
+
+    async def _listen(self) -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            libpq_url(self._url), autocommit=True, options=self._options
+        )
+        await conn.execute(f"LISTEN {KEYS_CHANNEL}")
+        poller = poll()
+        poller.register(conn.pgconn.socket, POLLIN)
+        self._forget()  # what was revoked while nobody listened
+        self._listener, self._poller = conn, poller
+
+    def _forget(self) -> None:
+        self._tenants.clear()
+        self._forgotten += 1
+
+    def _revocations_arrived(self) -> bool:
+        """Read what reached the listening connection (without waiting): True
+        when a key was revoked, or when the connection is gone (then nothing
+        may be remembered until it is back)."""
+        conn, poller = self._listener, self._poller
+        if conn is None or poller is None:
+            return True
+        pgconn = conn.pgconn
+        arrived = False
+        try:
+            # Read while the socket has something: notifications, or the end
+            # of a connection the server closed (then reading fails).
+            while poller.poll(0):
+                pgconn.consume_input()
+                while pgconn.notifies() is not None:
+                    arrived = True
+        except psycopg.OperationalError:
+            self._lost_listener()
+            return True
+        return arrived
+
+    def _lost_listener(self) -> None:
+        _log.warning("the API keys' listening connection was lost: keys are not remembered")
+        listener, self._listener, self._poller = self._listener, None, None
+        if not self._closed and (self._relisten is None or self._relisten.done()):
+            self._relisten = asyncio.get_running_loop().create_task(self._listen_again(listener))
+
+    async def _listen_again(self, lost: psycopg.AsyncConnection[Any] | None) -> None:
+        if lost is not None:
+            with contextlib.suppress(psycopg.Error):
+                await lost.close()
+        while not self._closed:
+            await asyncio.sleep(RELISTEN_PAUSE_S)
+            try:
+                await self._listen()
+            except psycopg.Error:
+                continue
+            _log.info("listening for API key revocations again")
+            return
 
     async def tenant_for_key(self, plaintext: str) -> str | None:
         """The tenant of a live key, or None for an unknown or revoked one."""
         if not plaintext.startswith(KEY_PREFIX):
             return None
+        key_hash = hash_key(plaintext)
+        if self.cache_s > 0:
+            if self._revocations_arrived():
+                self._forget()
+            else:
+                remembered = self._tenants.get(key_hash)
+                if remembered is not None and remembered[1] > time.monotonic():
+                    return remembered[0]
+        forgotten = self._forgotten
         async with self.pool.connection() as conn:
-            cursor = await conn.execute(_TENANT_OF_KEY, (hash_key(plaintext),))
+            cursor = await conn.execute(_TENANT_OF_KEY, (key_hash,))
             row = await cursor.fetchone()
-        return None if row is None else str(row[0])
+        if row is None:
+            return None  # unknown keys are not remembered: a new key works at once
+        tenant = str(row[0])
+        if self.cache_s > 0:
+            if self._revocations_arrived():
+                self._forget()
+            # Not if a revocation arrived while the query ran: its answer may predate it.
+            elif self._forgotten == forgotten:
+                if len(self._tenants) >= MAX_REMEMBERED:
+                    self._tenants.clear()
+                self._tenants[key_hash] = (tenant, time.monotonic() + self.cache_s)
+        return tenant
 
     async def close(self) -> None:
+        self._closed = True
+        if self._relisten is not None:
+            self._relisten.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._relisten
+        if self._listener is not None:
+            await self._listener.close()
         await self.pool.close()
 
 

@@ -1,4 +1,10 @@
-"""Settings read from the environment, and the database URL's normal form.
+"""Every setting, read from the environment into one typed class.
+
+`Settings.from_env()` reads `DATABASE_URL` and every `CONVO_*` variable
+(pydantic-settings): each field's type and bounds are the rule, and a bad
+value is refused with one line naming the variable and the problem
+(`SettingsError`). `convo config` prints the effective values, secrets
+masked (`Settings.effective()`).
 
 `DATABASE_URL` may be a plain libpq URL (`postgresql://user@host:5432/db`,
 also `postgres://`) or already name the driver (`postgresql+psycopg://`);
@@ -8,142 +14,178 @@ embedded server" (see `hosting.embedded`).
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+import math
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import platformdirs
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy import make_url
 
 from store.domain.commands import Limits
 from store.domain.validation import DEFAULT_MAX_MESSAGES_PER_APPEND, MAX_MESSAGES_PER_APPEND
 from store.postgres.group_commit import WRITERS
 from store.postgres.urls import DRIVER_SCHEME, libpq_url, sqlalchemy_url
 
-__all__ = ["DRIVER_SCHEME", "Settings", "libpq_url", "sqlalchemy_url"]
+__all__ = ["DRIVER_SCHEME", "Settings", "SettingsError", "libpq_url", "sqlalchemy_url"]
 
-LOG_FORMATS = ("json", "text")
+PREFIX = "CONVO_"
 WRITE_STATEMENTS_ENV = "CONVO_WRITE_STATEMENTS"
 MAX_WRITE_STATEMENTS = 16
+LOG_FORMATS = ("json", "text")
+# Settings whose values `convo config` never prints in full.
+SECRETS = frozenset({"database_url"})
 
 
-def _int_env(name: str, default: int, unit: str, *, low: int = 0, high: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer number of {unit}, got {raw!r}") from None
-    if value < low or (high is not None and value > high):
-        upper = f"..{high}" if high is not None else " or more"
-        raise ValueError(f"{name} must be {low}{upper} {unit}, got {value}")
+class SettingsError(ValueError):
+    """A setting's value is refused: the message is one line naming the variable."""
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("convo-store"))
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
     return value
 
 
-def _float_env(name: str, default: float, unit: str) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of {unit}, got {raw!r}") from None
-    if not 0 <= value < float("inf"):
-        raise ValueError(f"{name} must be a finite number of {unit}, 0 or more, got {raw!r}")
-    return value
+Seconds = Annotated[float, Field(ge=0)]
+Milliseconds = Annotated[int, Field(ge=0)]
 
 
-def _choice_env(name: str, default: str, choices: tuple[str, ...]) -> str:
-    raw = (os.environ.get(name) or default).lower()
-    if raw not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw
+class Settings(BaseSettings):
+    """The settings of every command and of `convo serve` (frozen)."""
 
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX,
+        env_ignore_empty=True,
+        case_sensitive=False,
+        frozen=True,
+        extra="ignore",
+        validate_by_name=True,
+        validate_default=True,
+    )
 
-# Every environment variable the settings read: (name, field, what it sets).
-# `convo config` lists them with their values.
-VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("DATABASE_URL", "database_url", "the PostgreSQL server; unset: the embedded one"),
-    ("CONVO_DATA_DIR", "data_dir", "where the embedded server keeps its data"),
-    ("CONVO_STATEMENT_TIMEOUT_MS", "statement_timeout_ms", "every session's statement_timeout"),
-    ("CONVO_LOCK_TIMEOUT_MS", "lock_timeout_ms", "every session's lock_timeout (then 409)"),
-    (
-        "CONVO_IDLE_IN_TRANSACTION_TIMEOUT_MS",
-        "idle_in_transaction_timeout_ms",
-        "every session's idle_in_transaction_session_timeout",
-    ),
-    ("CONVO_MAX_MESSAGE_CHARS", "max_message_chars", "a message's content, at most"),
-    ("CONVO_MAX_MESSAGES_PER_APPEND", "max_messages_per_append", "messages in one append"),
-    ("CONVO_MAX_BODY_BYTES", "max_body_bytes", "an HTTP request body (then 413)"),
-    ("CONVO_DB_WAIT_S", "db_wait_s", "start-up: how long to wait for the database"),
-    ("CONVO_SHUTDOWN_TIMEOUT_S", "shutdown_timeout_s", "shut-down: requests in flight"),
-    ("CONVO_LOG_FORMAT", "log_format", "convo serve's log lines: json or text"),
-    ("CONVO_LOG_LEVEL", "log_level", "debug, info, warning or error"),
-    (
-        WRITE_STATEMENTS_ENV,
-        "write_statements",
-        "append statements in flight at once (1 per worker of serve --workers)",
-    ),
-)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    database_url: str | None
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "database_url"),
+        description="the PostgreSQL server; unset: the embedded one",
+    )
+    data_dir: Path = Field(
+        default_factory=_default_data_dir, description="where the embedded server keeps its data"
+    )
     # Every connection sets these. Appends are short; a statement or a lock
     # wait that runs long means something is wrong, and an idle transaction
     # holds back the global feed for every reader (see store.postgres.feed).
-    statement_timeout_ms: int = 30_000
-    lock_timeout_ms: int = 5_000
-    idle_in_transaction_timeout_ms: int = 60_000
-    data_dir: Path
-    max_message_chars: int = 1_000_000
-    max_messages_per_append: int = DEFAULT_MAX_MESSAGES_PER_APPEND
+    statement_timeout_ms: Milliseconds = Field(
+        default=30_000, description="every session's statement_timeout (milliseconds)"
+    )
+    lock_timeout_ms: Milliseconds = Field(
+        default=5_000, description="every session's lock_timeout, then 409 (milliseconds)"
+    )
+    idle_in_transaction_timeout_ms: Milliseconds = Field(
+        default=60_000,
+        description="every session's idle_in_transaction_session_timeout (milliseconds)",
+    )
+    max_message_chars: int = Field(
+        default=1_000_000, ge=1, description="a message's content, at most (characters)"
+    )
+    max_messages_per_append: int = Field(
+        default=DEFAULT_MAX_MESSAGES_PER_APPEND,
+        ge=1,
+        le=MAX_MESSAGES_PER_APPEND,
+        description="messages in one append",
+    )
     # The HTTP server: a larger request body is refused (413) before it is read.
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1, description="an HTTP request body, then 413 (bytes)"
+    )
     # Start-up: how long to wait for the database to accept connections
     # (backing off between tries) before giving up with one line on stderr.
-    db_wait_s: float = 30.0
+    db_wait_s: Seconds = Field(
+        default=30.0, description="start-up: how long to wait for the database (seconds)"
+    )
     # Shut-down: how long in-flight requests may take to finish.
-    shutdown_timeout_s: float = 10.0
+    shutdown_timeout_s: Seconds = Field(
+        default=10.0, description="shut-down: how long requests in flight may take (seconds)"
+    )
     # Statements of optimistic appends this process keeps in flight at once
     # (store.postgres.group_commit). `convo serve --workers N` gives each
     # worker `WORKER_WRITE_STATEMENTS` unless this is set (api/server.py).
-    write_statements: int = WRITERS
-    log_format: str = "json"
-    log_level: str = "INFO"
+    write_statements: int = Field(
+        default=WRITERS,
+        ge=1,
+        le=MAX_WRITE_STATEMENTS,
+        description="append statements in flight at once (1 per worker of serve --workers)",
+    )
+    # The storage's connection pool, per process (each worker of
+    # `convo serve --workers N` has its own): docs/operations.md, sizing it.
+    pool_size: int = Field(
+        default=10, ge=1, le=1000, description="database connections per process, at most"
+    )
+    pool_wait_s: Seconds = Field(
+        default=5.0,
+        description="how long a request waits for a free connection, then 503 (seconds)",
+    )
+    # The HTTP server: how long a live API key's tenant is remembered
+    # (hosting.keys: a revocation is seen at once; this bounds the rest).
+    key_cache_s: Seconds = Field(
+        default=60.0, description="how long an API key is remembered; 0: asked every request"
+    )
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="origins a browser may call the API from, comma-separated (* for any);"
+        " unset: CORS off",
+    )
+    gzip_min_bytes: int = Field(
+        default=4096,
+        ge=0,
+        description="responses at least this large are gzipped for clients that accept it",
+    )
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="convo serve's log lines: json or text"
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="debug, info, warning or error"
+    )
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _driver_named(cls, value: str | None) -> str | None:
+        return sqlalchemy_url(value) if value else None
+
+    @field_validator("db_wait_s", "shutdown_timeout_s", "pool_wait_s", "key_cache_s")
+    @classmethod
+    def _finite_seconds(cls, value: float) -> float:
+        return _finite(value)
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(origin.strip() for origin in value.split(",") if origin.strip())
+        return value
 
     @classmethod
     def from_env(cls) -> Settings:
-        url = os.environ.get("DATABASE_URL") or None
-        data_dir = os.environ.get("CONVO_DATA_DIR") or platformdirs.user_data_dir("convo-store")
-        return cls(
-            database_url=sqlalchemy_url(url) if url else None,
-            statement_timeout_ms=_int_env("CONVO_STATEMENT_TIMEOUT_MS", 30_000, "milliseconds"),
-            lock_timeout_ms=_int_env("CONVO_LOCK_TIMEOUT_MS", 5_000, "milliseconds"),
-            idle_in_transaction_timeout_ms=_int_env(
-                "CONVO_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60_000, "milliseconds"
-            ),
-            data_dir=Path(data_dir),
-            max_message_chars=_int_env("CONVO_MAX_MESSAGE_CHARS", 1_000_000, "characters", low=1),
-            max_messages_per_append=_int_env(
-                "CONVO_MAX_MESSAGES_PER_APPEND",
-                DEFAULT_MAX_MESSAGES_PER_APPEND,
-                "messages",
-                low=1,
-                high=MAX_MESSAGES_PER_APPEND,
-            ),
-            max_body_bytes=_int_env("CONVO_MAX_BODY_BYTES", 32 * 1024 * 1024, "bytes", low=1),
-            db_wait_s=_float_env("CONVO_DB_WAIT_S", 30.0, "seconds"),
-            shutdown_timeout_s=_float_env("CONVO_SHUTDOWN_TIMEOUT_S", 10.0, "seconds"),
-            write_statements=_int_env(
-                WRITE_STATEMENTS_ENV, WRITERS, "statements", low=1, high=MAX_WRITE_STATEMENTS
-            ),
-            log_format=_choice_env("CONVO_LOG_FORMAT", "json", LOG_FORMATS),
-            log_level=_choice_env(
-                "CONVO_LOG_LEVEL", "info", ("debug", "info", "warning", "error")
-            ).upper(),
-        )
+        """The settings from the environment; `SettingsError` for a bad value."""
+        try:
+            return cls()
+        except ValidationError as error:
+            raise SettingsError(describe(error)) from None
 
     def connection_options(self) -> str:
         """libpq `options`: the timeouts every session starts with."""
@@ -154,6 +196,59 @@ class Settings:
                 f"-c idle_in_transaction_session_timeout={self.idle_in_transaction_timeout_ms}",
             ]
         )
+
+    def effective(self) -> list[tuple[str, str, str]]:
+        """(variable, value as shown, what it sets) for every setting, secrets masked."""
+        rows = []
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if value is None:
+                shown = "(unset)"
+            elif name in SECRETS:
+                shown = _masked(str(value))
+            elif isinstance(value, tuple):
+                shown = ",".join(value) or "(none)"
+            else:
+                shown = str(value)
+            rows.append((variable_of(name), shown, field.description or ""))
+        return rows
+
+
+def variable_of(field: str) -> str:
+    """The environment variable that sets `field`."""
+    return "DATABASE_URL" if field == "database_url" else PREFIX + field.upper()
+
+
+def _masked(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "***"
+
+
+def describe(error: ValidationError) -> str:
+    """A refused setting in one line: the variable, the value, the problem."""
+    problems = []
+    for problem in error.errors():
+        field = str(problem["loc"][0]) if problem["loc"] else "settings"
+        field = "database_url" if field == "DATABASE_URL" else field
+        given = problem.get("input")
+        shown = isinstance(given, str | int | float) and field not in SECRETS
+        value = f" ({given!r})" if shown else ""
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        variable = variable_of(field)
+        if message.startswith(variable):  # the message names it already
+            problems.append(message)
+        else:
+            problems.append(f"{variable}{value}: {message}")
+    return "; ".join(problems)
+
+
+# Every environment variable the settings read: (name, field, what it sets).
+VARIABLES: tuple[tuple[str, str, str], ...] = tuple(
+    (variable_of(name), name, field.description or "")
+    for name, field in Settings.model_fields.items()
+)
 
 
 def limits_from_settings(settings: Settings) -> Limits:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import ConfigDict, Field
 
 from api.deps import RepositoryDep
@@ -94,7 +94,7 @@ def _policy(body: CompactConversationRequest) -> CompactionPolicy:
     responses={k: v for k, v in WRITE_ERRORS.items() if k not in (404, 410, 409)},
 )
 async def compact_conversations(
-    body: CompactionsRequest, repository: RepositoryDep
+    body: CompactionsRequest, repository: RepositoryDep, request: Request
 ) -> CompactionReport:
     """Start a new batch, led by a summary, for each conversation of the
     key's tenant whose agent's window is over a threshold (or each one
@@ -103,9 +103,13 @@ async def compact_conversations(
     `status` says what happened; a failed summary or writers that kept a
     conversation changing are reported there, and leave it as it was."""
     job = CompactionJob(repository, _policy(body))
-    return await job.run(
+    report = await job.run(
         conversation_ids=body.conversation_ids, limit=body.limit, dry_run=body.dry_run
     )
+    request.app.state.metrics.compacted(
+        dry_run=body.dry_run, conversations=report.count("compacted")
+    )
+    return report
 
 
 @router.post(
@@ -118,6 +122,7 @@ async def compact_conversation(
     conversation_id: ConversationIdPath,
     body: CompactConversationRequest,
     repository: RepositoryDep,
+    request: Request,
 ) -> ConversationResult:
     """As `POST /compactions` for this one conversation: its result (or,
     with `dry_run`, its plan). Below the thresholds, nothing happens
@@ -130,4 +135,7 @@ async def compact_conversation(
     )
     if result.status == "not_found":  # deleted meanwhile
         raise ConversationNotFound(conversation_id)
+    request.app.state.metrics.compacted(
+        dry_run=body.dry_run, conversations=int(result.status == "compacted")
+    )
     return result

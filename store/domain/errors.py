@@ -2,6 +2,7 @@
 
     ConvoStoreError
     ├── ConcurrencyConflict       expected version != actual version
+    │   └── ConversationExists    creating an id the tenant already has
     ├── IdempotencyConflict       same idempotency key, different content
     ├── ConversationNotFound
     ├── ConversationDeleted       the conversation was purged
@@ -67,6 +68,19 @@ class ConcurrencyConflict(ConvoStoreError):
             None,
             None,
             detail="another writer changed it at the same time; read it again and retry",
+        )
+
+
+class ConversationExists(ConcurrencyConflict):
+    """A create named an id this tenant already has. A `ConcurrencyConflict`
+    (the create expected no stream), so a caller catching that still does."""
+
+    def __init__(self, conversation_id: Any, actual: int | None = None) -> None:
+        self.conversation_id = conversation_id
+        self.expected = "no stream"
+        self.actual = actual
+        ConvoStoreError.__init__(
+            self, f"conversation {conversation_id} already exists; choose another id"
         )
 
 

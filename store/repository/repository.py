@@ -47,6 +47,7 @@ from store.domain.conversation_keys import (
 from store.domain.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
+    ConversationExists,
     ConversationIsArchived,
     ConversationNotFound,
     IdempotencyConflict,
@@ -276,7 +277,7 @@ class Repository:
         metadata: dict[str, Any] | None = None,
     ) -> Conversation:
         """Start a conversation under the id the caller chose (a new UUID's
-        text when none): `ConcurrencyConflict` if this tenant has it already."""
+        text when none): `ConversationExists` if this tenant has it already."""
         key = new_key() if conversation_id is None else conversation_id
         return await self._create(key, metadata)
 
@@ -293,10 +294,15 @@ class Repository:
                 for e in error.errors()
             )
             raise InvalidOperation(f"invalid conversation: {problems}") from None
-        async with self.storage.writing(conversation_id, self.tenant, create=key) as session:
-            stream = self._writable(conversation_id, session.stream)
-            check_expected(conversation_id, StreamState.NO_STREAM, stream.version)
-            await self._record(session, stream, [started])
+        try:
+            async with self.storage.writing(conversation_id, self.tenant, create=key) as session:
+                # An archived conversation of that id exists too.
+                stream = self._writable(conversation_id, session.stream, archived_too=True)
+                check_expected(conversation_id, StreamState.NO_STREAM, stream.version)
+                await self._record(session, stream, [started])
+        except ConcurrencyConflict as conflict:
+            # The id is taken: found here, or by the database's key in a race.
+            raise ConversationExists(key, conflict.actual) from None
         return Conversation(
             id=key,
             tenant=self.tenant,

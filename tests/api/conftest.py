@@ -142,3 +142,14 @@ TOOL_TURN: list[dict[str, Any]] = [
     {"role": "tool", "tool_call_id": "call_1", "content": "a.txt b.txt"},
     {"role": "assistant", "content": "a.txt and b.txt"},
 ]
+
+
+def brief(response: httpx.Response) -> dict[str, str]:
+    """An error response's problem type and detail, after checking that it
+    is RFC 9457 problem details answered with its own status."""
+    assert response.headers["content-type"] == "application/problem+json", response.text
+    body = response.json()
+    assert body["status"] == response.status_code
+    assert body["title"]
+    assert body["instance"] == response.headers["X-Request-ID"]
+    return {"type": body["type"], "detail": body["detail"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.conftest import new_conversation
+from tests.api.conftest import brief, new_conversation
 
 
 async def test_an_unconfigured_agent_has_the_default_profile(acme: httpx.AsyncClient) -> None:
@@ -65,16 +65,16 @@ async def test_slot_errors_are_422_with_the_stores_message(acme: httpx.AsyncClie
     base = f"/conversations/{cid}/agents/main/slots"
     text_in_todo = await acme.put(f"{base}/todo", json={"value": "not a list"})
     assert text_in_todo.status_code == 422
-    assert text_in_todo.json()["error"] == {
+    assert brief(text_in_todo) == {
         "type": "InvalidOperation",
-        "message": "the todo slot holds a list of items, not text",
+        "detail": "the todo slot holds a list of items, not text",
     }
     bad_name = await acme.put(f"{base}/bad name!", json={"value": "x"})
     assert bad_name.status_code == 422
-    assert "slot names are letters" in bad_name.json()["error"]["message"]
+    assert "slot names are letters" in bad_name.json()["detail"]
     missing_value = await acme.put(f"{base}/useful_info", json={})
     assert missing_value.status_code == 422
-    assert missing_value.json()["error"]["message"] == "body.value: Field required"
+    assert missing_value.json()["detail"] == "body.value: Field required"
     assert (await acme.get(f"/conversations/{cid}")).json()["version"] == 1
 
 
@@ -82,4 +82,4 @@ async def test_main_cannot_be_a_sub_agent(acme: httpx.AsyncClient) -> None:
     cid = await new_conversation(acme)
     response = await acme.put(f"/conversations/{cid}/agents/main", json={"is_sub_agent": True})
     assert response.status_code == 422
-    assert "main agent cannot be configured as a sub-agent" in response.json()["error"]["message"]
+    assert "main agent cannot be configured as a sub-agent" in response.json()["detail"]

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from hosting.settings import Settings
-from tests.api.conftest import BASE_URL, MakeKey
+from tests.api.conftest import BASE_URL, MakeKey, brief
 
 ROUTES = {
     ("get", "/conversations"),
@@ -70,7 +70,8 @@ async def test_openapi_lists_every_route_with_tags_and_summaries(
 async def test_unknown_route_has_the_error_shape(client: httpx.AsyncClient) -> None:
     response = await client.get("/nowhere")
     assert response.status_code == 404
-    assert response.json() == {"error": {"type": "HTTPError", "message": "Not Found"}}
+    assert brief(response) == {"type": "HTTPError", "detail": "Not Found"}
+    assert response.json()["title"] == "Not Found"
 
 
 async def test_an_app_without_injected_services_owns_them_for_its_lifespan(

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import TOOL_TURN, auth, new_conversation
+from tests.api.conftest import TOOL_TURN, auth, brief, new_conversation
 
 USER = {"role": "user", "content": "hello"}
 
@@ -40,9 +40,9 @@ async def test_every_write_to_an_archived_conversation_is_a_409(
     version = (await acme.get(f"/conversations/{cid}")).json()["version"]
     response = await acme.request(method, f"/conversations/{cid}{path}", json=body)
     assert response.status_code == 409, response.text
-    assert response.json()["error"] == {
+    assert brief(response) == {
         "type": "ConversationIsArchived",
-        "message": f"conversation {cid} is archived, so it is read-only;"
+        "detail": f"conversation {cid} is archived, so it is read-only;"
         " unarchive it before writing to it",
     }
     assert (await acme.get(f"/conversations/{cid}")).json()["version"] == version
@@ -83,7 +83,7 @@ async def test_another_tenant_cannot_unarchive_or_archive(
     for action in ("unarchive", "archive"):
         response = await client.post(f"/conversations/{cid}/{action}", headers=auth(other_key))
         assert response.status_code == 404
-        assert response.json()["error"]["type"] == "ConversationNotFound"
+        assert response.json()["type"] == "ConversationNotFound"
     assert (await client.get(f"/conversations/{cid}")).json()["archived"] is True
 
 

@@ -71,19 +71,14 @@ async def test_assembly_errors_are_422(acme: httpx.AsyncClient) -> None:
     url = f"/conversations/{cid}/assemble"
     bad_format = await acme.post(url, json={"format": "cohere"})
     assert bad_format.status_code == 422
-    assert bad_format.json()["error"]["message"].startswith("body.format:")
+    assert bad_format.json()["detail"].startswith("body.format:")
     bad_option = await acme.post(url, json={"options": {"policy": "somewhere"}})
     assert bad_option.status_code == 422
-    assert bad_option.json()["error"]["message"].startswith("body.options.policy:")
+    assert bad_option.json()["detail"].startswith("body.options.policy:")
     unknown_option = await acme.post(url, json={"options": {"colour": "red"}})
-    assert (
-        "body.options.colour: Extra inputs are not permitted"
-        in unknown_option.json()["error"]["message"]
-    )
+    assert "body.options.colour: Extra inputs are not permitted" in unknown_option.json()["detail"]
     code_option = await acme.post(url, json={"options": {"token_counter": "len"}})
-    assert code_option.json()["error"]["message"] == (
-        "body.options.token_counter: cannot be set over HTTP"
-    )
+    assert code_option.json()["detail"] == ("body.options.token_counter: cannot be set over HTTP")
 
 
 async def test_a_sub_agent_without_a_role_definition_is_a_configuration_error(
@@ -96,8 +91,8 @@ async def test_a_sub_agent_without_a_role_definition_is_a_configuration_error(
     )
     response = await acme.post(f"/conversations/{cid}/assemble", json={"agent_id": "helper"})
     assert response.status_code == 422
-    assert response.json()["error"]["type"] == "ConfigurationError"
-    assert "helper" in response.json()["error"]["message"]
+    assert response.json()["type"] == "ConfigurationError"
+    assert "helper" in response.json()["detail"]
 
 
 def test_options_are_validated_into_the_assemblers_model() -> None:

@@ -48,8 +48,8 @@ async def test_a_boundary_inside_a_tool_block_is_refused_unless_adjusted(
     cid = await _session(acme)
     refused = await _run(acme, cid, operation="start_batch", boundary_seq=4)
     assert refused.status_code == 422
-    assert refused.json()["error"]["type"] == "BoundaryError"
-    assert "call_1" in refused.json()["error"]["message"]
+    assert refused.json()["type"] == "BoundaryError"
+    assert "call_1" in refused.json()["detail"]
     assert (await acme.get(f"/conversations/{cid}")).json()["current_batch"] == 1
 
     adjusted = await _run(acme, cid, operation="start_batch", boundary_seq=4, adjust=True)
@@ -115,22 +115,20 @@ async def test_batch_operation_errors(acme: httpx.AsyncClient) -> None:
     cid = await _session(acme)
     unknown = await _run(acme, cid, operation="shuffle")
     assert unknown.status_code == 422
-    assert unknown.json()["error"]["type"] == "ValidationError"
-    assert "shuffle" in unknown.json()["error"]["message"]
+    assert unknown.json()["type"] == "ValidationError"
+    assert "shuffle" in unknown.json()["detail"]
 
     no_batch = await _run(acme, cid, operation="rollback_to_batch", batch=9)
     assert no_batch.status_code == 422
-    assert no_batch.json()["error"]["message"] == (
-        "there is no batch 9 to roll back to: batches are 1..1"
-    )
+    assert no_batch.json()["detail"] == ("there is no batch 9 to roll back to: batches are 1..1")
 
     stale = await _run(acme, cid, operation="clear", expected_version=1)
     assert stale.status_code == 409
-    assert (stale.json()["error"]["expected"], stale.json()["error"]["actual"]) == (1, 8)
+    assert (stale.json()["expected"], stale.json()["actual"]) == (1, 8)
 
     not_adjustable = await _run(acme, cid, operation="insert", position=0, messages=[], adjust=True)
     assert not_adjustable.status_code == 422
-    assert "body.insert.adjust" in not_adjustable.json()["error"]["message"]
+    assert "body.insert.adjust" in not_adjustable.json()["detail"]
     assert len(await _seqs(acme, cid)) == 7
 
 
@@ -168,8 +166,8 @@ async def test_a_body_is_refused_as_its_value_is(acme: httpx.AsyncClient) -> Non
     for message, body in refusals.items():
         response = await _run(acme, cid, **body)
         assert response.status_code == 422, body
-        assert response.json()["error"]["type"] == "ValidationError"
-        assert message in response.json()["error"]["message"]
+        assert response.json()["type"] == "ValidationError"
+        assert message in response.json()["detail"]
     assert (await acme.get(f"/conversations/{cid}")).json()["version"] == 8
 
 
@@ -179,8 +177,8 @@ async def test_what_needs_the_conversation_is_refused_when_it_runs(
     cid = await _session(acme)  # messages 1..7
     past_the_end = await _run(acme, cid, operation="start_batch", boundary_seq=9)
     assert past_the_end.status_code == 422
-    error = past_the_end.json()["error"]
-    assert (error["type"], error["message"]) == (
+    error = past_the_end.json()
+    assert (error["type"], error["detail"]) == (
         "InvalidOperation",
         "start_batch boundary_seq 9 is past the end of the conversation: it must "
         "be between 1 and 8 (the next message's seq)",
@@ -189,5 +187,5 @@ async def test_what_needs_the_conversation_is_refused_when_it_runs(
         acme, cid, operation="insert", position=8, messages=[{"role": "user", "content": "x"}]
     )
     assert outside.status_code == 422
-    assert outside.json()["error"]["message"] == "insert position 8 is outside the window (0..7)"
+    assert outside.json()["detail"] == "insert position 8 is outside the window (0..7)"
     assert (await acme.get(f"/conversations/{cid}")).json()["version"] == 8

@@ -114,7 +114,7 @@ async def test_an_archived_conversation_is_refused(acme: httpx.AsyncClient) -> N
     assert (await acme.post(f"/conversations/{cid}/archive")).status_code == 200
     response = await acme.post(f"/conversations/{cid}/compact", json={"max_messages": 20})
     assert response.status_code == 409
-    assert response.json()["error"]["type"] == "ConversationIsArchived"
+    assert response.json()["type"] == "ConversationIsArchived"
 
 
 @pytest.mark.parametrize(

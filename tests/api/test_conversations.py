@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import TOOL_TURN, auth, new_conversation
+from tests.api.conftest import TOOL_TURN, auth, brief, new_conversation
 
 
 async def test_create_and_read(acme: httpx.AsyncClient) -> None:
@@ -30,13 +30,16 @@ async def test_create_with_a_chosen_id_and_again_is_a_409(acme: httpx.AsyncClien
     assert await new_conversation(acme, id=chosen) == chosen
     again = await acme.post("/conversations", json={"id": chosen})
     assert again.status_code == 409
-    assert again.json()["error"]["type"] == "ConcurrencyConflict"
+    assert brief(again) == {
+        "type": "ConversationExists",
+        "detail": f"conversation {chosen} already exists; choose another id",
+    }
 
 
 async def test_an_unknown_field_is_a_422(acme: httpx.AsyncClient) -> None:
     response = await acme.post("/conversations", json={"meta": {}})
     assert response.status_code == 422
-    assert "body.meta: Extra inputs are not permitted" in response.json()["error"]["message"]
+    assert "body.meta: Extra inputs are not permitted" in response.json()["detail"]
 
 
 async def test_an_id_past_its_limit_is_a_422_and_an_unknown_one_a_404(
@@ -44,7 +47,7 @@ async def test_an_id_past_its_limit_is_a_422_and_an_unknown_one_a_404(
 ) -> None:
     response = await acme.get(f"/conversations/{'x' * 201}")
     assert response.status_code == 422
-    assert response.json()["error"]["message"].startswith("path.conversation_id:")
+    assert response.json()["detail"].startswith("path.conversation_id:")
     assert (await acme.get("/conversations/not-a-known-id")).status_code == 404
 
 
@@ -53,10 +56,11 @@ async def test_a_missing_conversation_is_a_404(acme: httpx.AsyncClient) -> None:
     response = await acme.get(f"/conversations/{missing}")
     assert response.status_code == 404
     assert response.json() == {
-        "error": {
-            "type": "ConversationNotFound",
-            "message": f"conversation {missing} does not exist",
-        }
+        "type": "ConversationNotFound",
+        "title": "No such conversation",
+        "status": 404,
+        "detail": f"conversation {missing} does not exist",
+        "instance": response.headers["X-Request-ID"],
     }
 
 
@@ -78,9 +82,9 @@ async def test_delete_then_writes_and_reads_are_410(acme: httpx.AsyncClient) -> 
         f"/conversations/{cid}/messages", json={"messages": [{"role": "user", "content": "x"}]}
     )
     assert append.status_code == 410
-    assert append.json()["error"] == {
+    assert brief(append) == {
         "type": "ConversationDeleted",
-        "message": f"conversation {cid} was deleted",
+        "detail": f"conversation {cid} was deleted",
     }
     assert (await acme.delete(f"/conversations/{cid}")).status_code == 410
     # The content is purged, but the tombstone says what happened.
@@ -120,7 +124,7 @@ async def test_update_metadata_checks_the_expected_version(acme: httpx.AsyncClie
     cid = await new_conversation(acme)
     stale = await _patch(acme, cid, metadata={"a": 1}, expected_version=5)
     assert stale.status_code == 409
-    assert stale.json()["error"]["type"] == "ConcurrencyConflict"
+    assert stale.json()["type"] == "ConcurrencyConflict"
     fresh = await _patch(acme, cid, metadata={"a": 1}, expected_version=1)
     assert fresh.status_code == 200
     assert fresh.json()["version"] == 2
@@ -144,14 +148,14 @@ async def test_update_metadata_refuses_hostile_input(
     cid = await new_conversation(acme)
     response = await acme.patch(f"/conversations/{cid}", json=body)
     assert response.status_code == 422, response.text
-    assert problem in response.json()["error"]["message"]
+    assert problem in response.json()["detail"]
 
 
 async def test_a_merge_that_grows_past_the_limit_is_refused(acme: httpx.AsyncClient) -> None:
     cid = await new_conversation(acme, metadata={"a": "x" * 40_000})
     response = await _patch(acme, cid, metadata={"b": "y" * 40_000})
     assert response.status_code == 422
-    assert "metadata" in response.json()["error"]["message"]
+    assert "metadata" in response.json()["detail"]
     assert (await acme.get(f"/conversations/{cid}")).json()["version"] == 1
 
 
@@ -164,5 +168,5 @@ async def test_another_tenants_conversation_cannot_be_updated(
         f"/conversations/{cid}", json={"metadata": {"a": 2}}, headers=auth(other_key)
     )
     assert response.status_code == 404
-    assert response.json()["error"]["type"] == "ConversationNotFound"
+    assert response.json()["type"] == "ConversationNotFound"
     assert (await client.get(f"/conversations/{cid}")).json()["metadata"] == {"a": 1}

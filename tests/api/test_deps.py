@@ -9,22 +9,22 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hosting.keys import create_key, list_keys, revoke_key
-from tests.api.conftest import TOOL_TURN, auth, new_conversation
+from tests.api.conftest import TOOL_TURN, auth, brief, new_conversation
 
 
 async def test_no_key_is_401(client: httpx.AsyncClient) -> None:
     response = await client.post("/conversations", json={})
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
-    assert response.json()["error"]["type"] == "Unauthorized"
-    assert "API key is required" in response.json()["error"]["message"]
+    assert response.json()["type"] == "Unauthorized"
+    assert "API key is required" in response.json()["detail"]
 
 
 @pytest.mark.parametrize("bad", ["cs_not-a-key", "nonsense", ""])
 async def test_an_unknown_key_is_401(client: httpx.AsyncClient, bad: str) -> None:
     response = await client.post("/conversations", json={}, headers=auth(bad))
     assert response.status_code == 401
-    assert response.json()["error"]["type"] == "Unauthorized"
+    assert response.json()["type"] == "Unauthorized"
 
 
 async def test_x_api_key_header_is_accepted(client: httpx.AsyncClient, key: str) -> None:
@@ -43,7 +43,7 @@ async def test_a_revoked_key_is_401(
     assert await revoke_key(engine, key_id)
     response = await client.post("/conversations", json={}, headers=auth(key))
     assert response.status_code == 401
-    assert response.json()["error"]["message"] == "the API key is unknown or revoked"
+    assert response.json()["detail"] == "the API key is unknown or revoked"
     assert [k.active for k in await list_keys(engine, "acme")] == [False]
 
 
@@ -79,11 +79,9 @@ async def test_another_tenants_conversation_is_a_404_like_a_missing_one(
     for attempt in attempts:
         response = await attempt
         assert response.status_code == 404, response.text
-        assert response.json() == {
-            "error": {
-                "type": "ConversationNotFound",
-                "message": f"conversation {cid} does not exist",
-            }
+        assert brief(response) == {
+            "type": "ConversationNotFound",
+            "detail": f"conversation {cid} does not exist",
         }
     # ... and tenant acme still sees everything, unchanged.
     client.headers.update(auth(key))

@@ -120,7 +120,7 @@ async def test_an_empty_conversation_exports_nothing(acme: httpx.AsyncClient) ->
 async def test_an_unknown_conversation_is_404(acme: httpx.AsyncClient, path: str) -> None:
     response = await acme.get(f"/conversations/{path}/export")
     assert response.status_code == 404
-    assert response.json()["error"]["type"] == "ConversationNotFound"
+    assert response.json()["type"] == "ConversationNotFound"
 
 
 async def test_another_tenants_conversation_is_404(acme: httpx.AsyncClient, other_key: str) -> None:

@@ -43,7 +43,7 @@ async def test_ready_is_a_503_while_the_database_is_down_and_health_stays_200(
             down = await client.get("/ready")
             assert down.status_code == 503
             assert down.headers["Retry-After"] == "1"
-            assert down.json()["error"]["type"] == "StorageUnavailable"
+            assert down.json()["type"] == "StorageUnavailable"
             assert (await client.get("/health")).status_code == 200
     finally:
         await storage.close()

@@ -449,7 +449,7 @@ async def _run(client: httpx.AsyncClient, case: Case) -> str | None:
     if response.status_code != case.status:
         problems.append(f"status {response.status_code}: {response.text[:160]!r}")
     else:
-        message = response.json()["error"]["message"]
+        message = response.json()["detail"]
         if case.field.lower() not in message.lower():
             problems.append(f"the message does not name {case.field!r}: {message[:160]!r}")
     if (await client.get(base)).json()["version"] != 3:

@@ -143,7 +143,7 @@ async def test_hostile_query_parameters_are_422(
 ) -> None:
     response = await acme.get("/conversations", params=params)
     assert response.status_code == 422, response.text
-    assert problem in response.json()["error"]["message"]
+    assert problem in response.json()["detail"]
 
 
 async def test_listing_needs_a_key(client: httpx.AsyncClient) -> None:

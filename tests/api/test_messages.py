@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.conftest import TOOL_TURN, new_conversation
+from tests.api.conftest import TOOL_TURN, brief, new_conversation
 
 
 async def test_append_stores_the_messages_numbered(acme: httpx.AsyncClient) -> None:
@@ -52,8 +52,8 @@ async def test_the_same_key_with_other_content_is_a_409(acme: httpx.AsyncClient)
         url, json={"messages": [{"role": "user", "content": "b"}]}, headers=headers
     )
     assert response.status_code == 409
-    assert response.json()["error"]["type"] == "IdempotencyConflict"
-    assert "turn-1" in response.json()["error"]["message"]
+    assert response.json()["type"] == "IdempotencyConflict"
+    assert "turn-1" in response.json()["detail"]
 
 
 async def test_a_stale_expected_version_is_a_409_naming_both_versions(
@@ -69,10 +69,10 @@ async def test_a_stale_expected_version_is_a_409_naming_both_versions(
         url, json={"messages": [{"role": "user", "content": "b"}], "expected_version": 1}
     )
     assert response.status_code == 409
-    error = response.json()["error"]
+    error = response.json()
     assert error["type"] == "ConcurrencyConflict"
     assert (error["expected"], error["actual"]) == (1, 2)
-    assert "expected 1, but it is at version 2" in error["message"]
+    assert "expected 1, but it is at version 2" in error["detail"]
     window = (await acme.get(f"/conversations/{cid}/window")).json()
     assert [m["content"] for m in window] == ["a"]
 
@@ -94,10 +94,10 @@ async def test_a_result_for_an_unknown_call_is_a_422_and_nothing_is_stored(
         },
     )
     assert response.status_code == 422
-    error = response.json()["error"]
+    error = response.json()
     assert error["type"] == "InvalidMessage"
-    assert "message #1" in error["message"]
-    assert "call_404" in error["message"]
+    assert "message #1" in error["detail"]
+    assert "call_404" in error["detail"]
     assert (await acme.get(f"/conversations/{cid}")).json() == before
     window = (await acme.get(f"/conversations/{cid}/window")).json()
     assert [m["seq"] for m in window] == [1, 2, 3, 4, 5]
@@ -109,18 +109,18 @@ async def test_a_malformed_message_is_a_422_naming_the_field(acme: httpx.AsyncCl
         f"/conversations/{cid}/messages", json={"messages": [{"role": "robot", "content": "x"}]}
     )
     assert response.status_code == 422
-    error = response.json()["error"]
+    error = response.json()
     assert error["type"] == "ValidationError"
-    assert error["message"].startswith("body.messages.0.role:")
+    assert error["detail"].startswith("body.messages.0.role:")
 
 
 async def test_an_empty_append_is_a_422(acme: httpx.AsyncClient) -> None:
     cid = await new_conversation(acme)
     response = await acme.post(f"/conversations/{cid}/messages", json={"messages": []})
     assert response.status_code == 422
-    assert response.json()["error"] == {
+    assert brief(response) == {
         "type": "InvalidOperation",
-        "message": "append needs at least one message",
+        "detail": "append needs at least one message",
     }
 
 
@@ -130,7 +130,7 @@ async def test_append_to_a_missing_conversation_is_a_404(acme: httpx.AsyncClient
         json={"messages": [{"role": "user", "content": "x"}]},
     )
     assert response.status_code == 404
-    assert response.json()["error"]["type"] == "ConversationNotFound"
+    assert response.json()["type"] == "ConversationNotFound"
 
 
 async def test_replace_edits_the_content(acme: httpx.AsyncClient) -> None:
@@ -150,4 +150,4 @@ async def test_replace_of_a_missing_seq_is_a_422(acme: httpx.AsyncClient) -> Non
     cid = await new_conversation(acme)
     response = await acme.put(f"/conversations/{cid}/messages/9", json={"content": "x"})
     assert response.status_code == 422
-    assert response.json()["error"]["message"] == "there is no message with seq 9"
+    assert response.json()["detail"] == "there is no message with seq 9"

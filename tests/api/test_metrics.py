@@ -1,4 +1,5 @@
-"""GET /metrics: Prometheus' text format, no key, counted by route template."""
+"""GET /metrics: Prometheus' text format, no key, counted by route template
+and status (one process here; `test_metrics_workers.py` scrapes two)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,16 @@ from store.postgres import PostgresStorage
 from tests.api.conftest import TOOL_TURN, new_conversation
 
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+LABEL_PAIR = r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\.)*)"'
 SAMPLE = re.compile(rf"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{{{LABEL}(?:,{LABEL})*\}})? (\S+)$")
+
+
+def _normal(name: str, labels: str | None) -> str:
+    """`name{labels}` with the labels in name order, as the tests spell them."""
+    if not labels:
+        return name
+    pairs = sorted(re.findall(LABEL_PAIR, labels[1:-1]))
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
 
 
 def samples(text: str) -> dict[str, float]:
@@ -29,7 +39,7 @@ def samples(text: str) -> dict[str, float]:
             continue
         match = SAMPLE.match(line)
         assert match, f"not a sample line: {line!r}"
-        found[match[1] + (match[2] or "")] = float(match[3])
+        found[_normal(match[1], match[2])] = float(match[3])
     return found
 
 
@@ -67,15 +77,19 @@ async def test_requests_are_counted_by_route_template_and_status(
     assert conversation not in text
     assert str(missing) not in text
 
-    assert metrics[f"convo_http_request_duration_seconds_count{{{window}}}"] == 3
-    assert metrics[f'convo_http_request_duration_seconds_bucket{{{window},le="+Inf"}}'] == 3
-    assert metrics[f"convo_http_request_duration_seconds_sum{{{window}}}"] > 0
-    buckets = [
-        value
+    ok = f'{window},status="200"'
+    assert metrics[f"convo_http_request_duration_seconds_count{{{ok}}}"] == 2
+    assert metrics[f'convo_http_request_duration_seconds_count{{{window},status="404"}}'] == 1
+    inf = f'le="+Inf",{window},status="200"'
+    assert metrics[f"convo_http_request_duration_seconds_bucket{{{inf}}}"] == 2
+    assert metrics[f"convo_http_request_duration_seconds_sum{{{ok}}}"] > 0
+    buckets = sorted(
+        (float(re.findall(r'le="([^"]+)"', name)[0]), value)
         for name, value in metrics.items()
-        if name.startswith(f"convo_http_request_duration_seconds_bucket{{{window}")
-    ]
-    assert buckets == sorted(buckets), "histogram buckets must be cumulative"
+        if name.startswith("convo_http_request_duration_seconds_bucket{") and ok in name
+    )
+    values = [value for _, value in buckets]
+    assert values == sorted(values), "histogram buckets must be cumulative"
 
 
 async def test_appends_and_messages_are_counted_and_replays_are_not(
@@ -123,11 +137,13 @@ async def test_pool_gauges_on_postgres_only(
 ) -> None:
     await new_conversation(acme)
     metrics = await scrape(acme)
-    if backend == "memory":
-        assert not any(name.startswith("convo_pool") for name in metrics)
+    if backend == "memory":  # no pool: every pool figure reads 0
+        assert {v for k, v in metrics.items() if k.startswith("convo_pool")} == {0}
         return
     assert metrics["convo_pool_max"] >= metrics["convo_pool_size"] >= 1
     assert 0 <= metrics["convo_pool_available"] <= metrics["convo_pool_size"]
+    in_use = metrics["convo_pool_size"] - metrics["convo_pool_available"]
+    assert metrics["convo_pool_in_use"] == in_use
     assert metrics["convo_pool_requests_waiting"] == 0
     assert metrics["convo_pool_requests_num_total"] >= 1
 
@@ -135,7 +151,7 @@ async def test_pool_gauges_on_postgres_only(
 def test_label_values_are_escaped() -> None:
     metrics = Metrics()
     metrics.observe_request("GET", 'a"b\\c\nd', 200, 0.002)
-    text = metrics.render()
+    text = metrics.render().decode()
     assert 'route="a\\"b\\\\c\\nd"' in text
     samples(text)  # every line still parses
 

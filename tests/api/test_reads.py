@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import TOOL_TURN, auth, new_conversation
+from tests.api.conftest import TOOL_TURN, auth, brief, new_conversation
 
 PENDING = [
     {"role": "user", "content": "and the folder src?"},
@@ -54,10 +54,10 @@ async def test_recent_needs_a_known_role_and_n_not_negative(acme: httpx.AsyncCli
     url = f"/conversations/{cid}/messages/recent"
     no_role = await acme.get(url)
     assert no_role.status_code == 422
-    assert no_role.json()["error"]["message"] == "query.role: Field required"
+    assert no_role.json()["detail"] == "query.role: Field required"
     negative = await acme.get(url, params={"role": "user", "n": -1})
     assert negative.status_code == 422
-    assert negative.json()["error"]["message"].startswith("query.n:")
+    assert negative.json()["detail"].startswith("query.n:")
 
 
 async def test_role_range(acme: httpx.AsyncClient) -> None:
@@ -68,9 +68,9 @@ async def test_role_range(acme: httpx.AsyncClient) -> None:
     assert [m["seq"] for m in response.json()] == [5, 7]
     backwards = await acme.get(f"/conversations/{cid}/roles/user", params={"first": 3, "last": 2})
     assert backwards.status_code == 422
-    assert backwards.json()["error"] == {
+    assert brief(backwards) == {
         "type": "InvalidOperation",
-        "message": "role_range needs 1 <= first <= last, got 3..2",
+        "detail": "role_range needs 1 <= first <= last, got 3..2",
     }
     unknown_role = await acme.get(
         f"/conversations/{cid}/roles/robot", params={"first": 1, "last": 1}
@@ -179,7 +179,7 @@ async def test_list_messages_refuses_hostile_parameters(
     cid = await new_conversation(acme)
     response = await acme.get(f"/conversations/{cid}/messages", params=params)
     assert response.status_code == 422, response.text
-    assert problem in response.json()["error"]["message"]
+    assert problem in response.json()["detail"]
 
 
 async def test_another_tenants_history_is_a_404(

@@ -13,7 +13,6 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 
 import httpx
 import pytest
@@ -28,7 +27,7 @@ from hosting.keys import MemoryKeys
 from hosting.settings import Settings
 from store.domain.commands import Limits
 from store.memory import MemoryStorage
-from tests.api.conftest import BASE_URL
+from tests.api.conftest import BASE_URL, brief
 
 SECRET = "the user's secret message"
 
@@ -117,9 +116,14 @@ def test_a_500_is_json_and_keeps_the_connection_alive(
         sock.sendall(b"GET /boom HTTP/1.1\r\nHost: test\r\n\r\n")
         status, headers, body = _read_response(sock)
         assert status == 500
-        assert json.loads(body) == {
-            "error": {"type": "InternalError", "message": "the server failed to handle the request"}
-        }
+        problem = json.loads(body)
+        assert headers["content-type"] == "application/problem+json"
+        assert (problem["type"], problem["status"], problem["detail"]) == (
+            "InternalError",
+            500,
+            "the server failed to handle the request",
+        )
+        assert problem["instance"] == headers["x-request-id"]
         assert headers.get("connection") != "close"
         # The same connection serves the next request.
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
@@ -212,14 +216,14 @@ def test_the_json_formatter_never_prints_an_exceptions_message() -> None:
 
 
 async def test_a_body_over_the_limit_is_a_413_before_it_is_read(settings: Settings) -> None:
-    small = replace(settings, max_body_bytes=1000)
+    small = settings.model_copy(update={"max_body_bytes": 1000})
     transport = httpx.ASGITransport(app=_app(small))
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
         declared = await client.post("/conversations", content=b"x" * 1001)
         assert declared.status_code == 413
-        assert declared.json()["error"] == {
+        assert brief(declared) == {
             "type": "PayloadTooLarge",
-            "message": "body: the request body is over the limit of 1000 bytes",
+            "detail": "body: the request body is over the limit of 1000 bytes",
         }
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -231,4 +235,4 @@ async def test_a_body_over_the_limit_is_a_413_before_it_is_read(settings: Settin
         )
         assert "content-length" not in streamed.request.headers
         assert streamed.status_code == 413
-        assert streamed.json()["error"]["type"] == "PayloadTooLarge"
+        assert streamed.json()["type"] == "PayloadTooLarge"

@@ -12,6 +12,7 @@ from store.domain.conversation_keys import stream_id
 from store.domain.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
+    ConversationExists,
     ConversationIsArchived,
     ConversationNotFound,
     InvalidOperation,
@@ -117,8 +118,9 @@ async def test_creating_an_existing_conversation_conflicts(repository: Repositor
     conversation = await repository.create_conversation()
     await repository.append_messages(conversation.id, [user("hi")])
 
-    with pytest.raises(ConcurrencyConflict, match="no stream") as caught:
+    with pytest.raises(ConversationExists, match="already exists") as caught:
         await repository.create_conversation(conversation.id)
+    assert isinstance(caught.value, ConcurrencyConflict)  # what callers caught before
     assert caught.value.actual == 2
     assert (await repository.get_conversation(conversation.id)).version == 2
 

@@ -31,7 +31,7 @@ def test_config_lists_every_setting_and_hides_the_password(
 
 
 def test_every_setting_is_listed() -> None:
-    fields = {name for name in Settings.__dataclass_fields__}
+    fields = set(Settings.model_fields)
     assert {field for _, field, _ in VARIABLES} == fields
 
 
@@ -40,3 +40,15 @@ def test_config_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(app, ["config"])
     assert result.exit_code == 1
     assert "CONVO_LOCK_TIMEOUT_MS" in result.output
+
+
+def test_config_prints_the_effective_values_of_the_new_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONVO_POOL_SIZE", "25")
+    monkeypatch.setenv("CONVO_CORS_ORIGINS", "https://a.example")
+    result = runner.invoke(app, ["config"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "CONVO_POOL_SIZE" in line)
+    assert "25" in row
+    assert "https://a.example" in result.stdout

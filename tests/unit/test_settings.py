@@ -1,5 +1,6 @@
-"""DATABASE_URL spellings, the timeouts every connection sets, and the append
-statements each process keeps in flight."""
+"""DATABASE_URL spellings, the timeouts every connection sets, the append
+statements each process keeps in flight, and how a bad value is refused
+(hosting.settings: one pydantic-settings class)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 import pytest
 
 from api.server import WORKER_DATABASE_URL, WORKER_WRITE_STATEMENTS, prepare_worker_environment
-from hosting.settings import Settings, libpq_url, sqlalchemy_url
+from hosting.bootstrap import open_storage
+from hosting.settings import VARIABLES, Settings, SettingsError, libpq_url, sqlalchemy_url
+from store.postgres import PostgresStorage
 from store.postgres.group_commit import WRITERS
 
 
@@ -83,3 +86,79 @@ def test_an_operators_number_of_append_statements_wins_in_the_workers(
     monkeypatch.delenv(WORKER_DATABASE_URL, raising=False)
     prepare_worker_environment("postgresql://u@h/db")
     assert Settings.from_env().write_statements == 4
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("CONVO_LOCK_TIMEOUT_MS", "soon", "valid integer"),
+        ("CONVO_POOL_SIZE", "0", "greater than or equal to 1"),
+        ("CONVO_POOL_WAIT_S", "-1", "greater than or equal to 0"),
+        ("CONVO_DB_WAIT_S", "inf", "finite"),
+        ("CONVO_LOG_FORMAT", "xml", "'json' or 'text'"),
+        ("CONVO_KEY_CACHE_S", "a minute", "valid number"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_variable_and_the_problem(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{variable} ({value!r}): ")
+    assert problem in message
+
+
+def test_a_bad_database_url_is_named_without_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "mysql://user:s3cret@db/convo")
+    with pytest.raises(SettingsError, match=r"^DATABASE_URL must be a PostgreSQL URL") as refused:
+        Settings.from_env()
+    assert "s3cret" not in str(refused.value)
+
+
+def test_the_pool_the_key_cache_cors_and_gzip_are_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONVO_POOL_SIZE", "25")
+    monkeypatch.setenv("CONVO_POOL_WAIT_S", "2.5")
+    monkeypatch.setenv("CONVO_KEY_CACHE_S", "0")
+    monkeypatch.setenv("CONVO_CORS_ORIGINS", "https://a.example, https://b.example")
+    monkeypatch.setenv("CONVO_GZIP_MIN_BYTES", "100")
+    monkeypatch.setenv("CONVO_LOG_LEVEL", "debug")
+    settings = Settings.from_env()
+    assert (settings.pool_size, settings.pool_wait_s, settings.key_cache_s) == (25, 2.5, 0)
+    assert settings.cors_origins == ("https://a.example", "https://b.example")
+    assert settings.gzip_min_bytes == 100
+    assert settings.log_level == "DEBUG"
+
+
+def test_empty_variables_mean_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVO_POOL_SIZE", "")
+    monkeypatch.setenv("DATABASE_URL", "")
+    settings = Settings.from_env()
+    assert settings.pool_size == 10
+    assert settings.database_url is None
+
+
+def test_every_setting_is_one_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = [variable for variable, _, _ in VARIABLES]
+    assert len(names) == len(set(names)) == len(Settings.model_fields)
+    assert all(n == "DATABASE_URL" or n.startswith("CONVO_") for n in names)
+    assert all(meaning for _, _, meaning in VARIABLES)
+
+
+async def test_the_pool_settings_reach_the_storages_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+
+    async def connect(url: str, **kwargs: object) -> object:
+        seen.update(kwargs)
+        return object()
+
+    monkeypatch.setattr(PostgresStorage, "connect", connect)
+    settings = Settings(database_url=None, pool_size=7, pool_wait_s=1.5)
+    await open_storage("postgresql://u@h/db", settings)
+    assert (seen["max_size"], seen["timeout"]) == (7, 1.5)
