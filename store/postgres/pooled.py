@@ -21,6 +21,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any
 
 import orjson
@@ -42,8 +43,8 @@ Pool = AsyncConnectionPool[AsyncConnection[Any]]
 DEFAULT_OPTIONS = (
     "-c statement_timeout=30000 -c lock_timeout=5000 -c idle_in_transaction_session_timeout=60000"
 )
-# And, whatever the caller's options (docs/storage.md, "Session settings",
-# has what each saved):
+# And, whatever the caller's options (docs/operations.md, "Several worker
+# processes", has what each saved):
 # - no JIT compilation: the store's statements are short index reads and
 #   writes, and a read whose plan the planner costed high (a branch it
 #   would never run included) spent longer compiling expressions than
@@ -128,6 +129,32 @@ def raise_ours(error: Exception, conversation_id: uuid.UUID | None) -> None:
         raise ours from error
 
 
+class _ErrorsTranslated:
+    __slots__ = ("_conversation_id",)
+
+    def __init__(self, conversation_id: uuid.UUID | None) -> None:
+        self._conversation_id = conversation_id
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(error, Exception):
+            raise_ours(error, self._conversation_id)
+
+
+def errors_translated(conversation_id: uuid.UUID | None = None) -> _ErrorsTranslated:
+    """`with errors_translated(cid):` an exception that escapes is the
+    store's error for it (`driver_errors.translate`, naming the
+    conversation), or, if it has none, as it was."""
+    return _ErrorsTranslated(conversation_id)
+
+
 @asynccontextmanager
 async def pooled(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
     """A connection of `pool`, closed instead of returned after a driver error."""
@@ -171,12 +198,9 @@ class Pooled:
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        try:
+        with errors_translated():
             async with pooled(self.pool) as conn:
                 yield conn
-        except Exception as error:
-            raise_ours(error, None)
-            raise
 
     async def _rows(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
         async with self._connection() as conn:

@@ -32,7 +32,7 @@ from store.domain.messages import ROLES, Role, StoredMessage
 from store.domain.values import Batch, Conversation, ToolBlock
 from store.postgres import history_sql, window_sql
 from store.postgres.feed import feed_event
-from store.postgres.pooled import Pooled, Row, pooled, raise_ours
+from store.postgres.pooled import Pooled, Row, errors_translated, pooled
 from store.postgres.shared_sql import (
     CONVERSATION,
     MESSAGE_COLUMNS,
@@ -183,35 +183,31 @@ class ConversationReads(Pooled):
         or another such pair, its parameters with `agent`): the statement for
         the batch the conversation's row names (`window_sql.agent_window_of`),
         sent once that row is here: one round trip more."""
-        try:
-            with contextlib.ExitStack() as pause:
-                async with pooled(self.pool) as conn:
-                    async with conn.pipeline():
-                        if window is None:
-                            head = await conn.execute(CONVERSATION, {"cid": conversation_id})
-                        else:
-                            head = await conn.execute(window_sql.CONVERSATION_OF_AGENT, window[1])
-                        cursors = [await conn.execute(s, p) for s, p in statements]
-                        if window is not None:
-                            # Fetching flushes the pipeline: the row is here
-                            # after one round trip, the statements before it too.
-                            row = check_readable(conversation_id, tenant, await head.fetchone())
-                            statements_by_first, params = window
-                            cursors.append(
-                                await conn.execute(
-                                    statements_by_first[row[-1] == 1], {**params, "batch": row[-1]}
-                                )
-                            )
-                    if window is None:  # leaving the pipeline synced it: the row is here
+        with errors_translated(conversation_id), contextlib.ExitStack() as pause:
+            async with pooled(self.pool) as conn:
+                async with conn.pipeline():
+                    if window is None:
+                        head = await conn.execute(CONVERSATION, {"cid": conversation_id})
+                    else:
+                        head = await conn.execute(window_sql.CONVERSATION_OF_AGENT, window[1])
+                    cursors = [await conn.execute(s, p) for s, p in statements]
+                    if window is not None:
+                        # Fetching flushes the pipeline: the row is here
+                        # after one round trip, the statements before it too.
                         row = check_readable(conversation_id, tenant, await head.fetchone())
-                    pause.enter_context(collector_paused())
-                    found = [await c.fetchall() for c in cursors]
-                values = decode(row, found)
-                del found
-            return row, values
-        except Exception as error:
-            raise_ours(error, conversation_id)
-            raise
+                        statements_by_first, params = window
+                        cursors.append(
+                            await conn.execute(
+                                statements_by_first[row[-1] == 1], {**params, "batch": row[-1]}
+                            )
+                        )
+                if window is None:  # leaving the pipeline synced it: the row is here
+                    row = check_readable(conversation_id, tenant, await head.fetchone())
+                pause.enter_context(collector_paused())
+                found = [await c.fetchall() for c in cursors]
+            values = decode(row, found)
+            del found
+        return row, values
 
     async def _messages(
         self, conversation_id: uuid.UUID, tenant: str, statement: str, **params: Any
@@ -229,7 +225,7 @@ class ConversationReads(Pooled):
         `_read` needs for two (docs/storage.md, "Short reads"). Only an empty
         answer reads the conversation's row, to tell a missing or deleted
         conversation (an error) from an empty page."""
-        try:
+        with errors_translated(conversation_id):
             async with pooled(self.pool) as conn:
                 # Rows in binary: numbers, times and flags without parsing
                 # their text (a message's body, `json`, is its text either
@@ -242,9 +238,6 @@ class ConversationReads(Pooled):
                 )
                 with collector_paused():
                     rows = await cursor.fetchall()
-        except Exception as error:
-            raise_ours(error, conversation_id)
-            raise
         if not rows:
             await self._read(conversation_id, tenant)
             return []

@@ -21,7 +21,7 @@ from store.domain.errors import ConversationNotFound
 from store.domain.events import from_data
 from store.domain.projector import Changes, Recorded
 from store.postgres.append_sql import HEAD_UPDATE
-from store.postgres.pooled import Pooled, by_hand, raise_ours
+from store.postgres.pooled import Pooled, by_hand, errors_translated
 from store.postgres.write_session import LOCK_STREAM
 from store.postgres.write_statements import (
     DELETE_VIEWS,
@@ -91,7 +91,7 @@ class Rebuilding(Pooled):
 
     @asynccontextmanager
     async def rebuilding(self, conversation_id: uuid.UUID) -> AsyncIterator[RebuildSession]:
-        try:
+        with errors_translated(conversation_id):
             async with by_hand(self.pool) as conn:
                 await conn.execute("BEGIN")
                 cursor = await conn.execute(LOCK_STREAM, {"cid": conversation_id})
@@ -102,6 +102,3 @@ class Rebuilding(Pooled):
                     await conn.execute(statement, {"cid": conversation_id})
                 yield RebuildSession(conn, conversation_id, row[1])
                 await conn.execute("COMMIT")
-        except Exception as error:
-            raise_ours(error, conversation_id)
-            raise

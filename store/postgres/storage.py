@@ -44,7 +44,7 @@ from store.postgres.feed_signal import FeedSignal
 from store.postgres.group_commit import WRITERS, GroupCommit
 from store.postgres.listing import ConversationListing
 from store.postgres.optimistic import OptimisticSession, RememberedHeads
-from store.postgres.pooled import DEFAULT_OPTIONS, Pool, by_hand, open_pool, raise_ours
+from store.postgres.pooled import DEFAULT_OPTIONS, Pool, by_hand, errors_translated, open_pool
 from store.postgres.reads import ConversationReads
 from store.postgres.rebuild import Rebuilding
 from store.postgres.search import MessageSearch
@@ -132,7 +132,7 @@ class PostgresStorage(
     ) -> AsyncIterator[WriteSession | OptimisticSession]:
         remembered = self._remembered.take(conversation_id)
         session: WriteSession | OptimisticSession | None = None
-        try:
+        with errors_translated(conversation_id):
             if (
                 optimistic
                 and create is None
@@ -160,9 +160,6 @@ class PostgresStorage(
                     # Sent with the write's statements: leaving the
                     # pipeline syncs once and raises what failed.
                     await conn.execute("COMMIT")
-        except Exception as error:
-            raise_ours(error, conversation_id)
-            raise
         assert session is not None
         if session.written is not None:
             self._feed_signal.committed()
