@@ -4,11 +4,11 @@ What is measured, through the store's public repository:
 
 - `fork(parent)` of a conversation of `SIZE` messages (100,000; 10,000 with
   `CONVO_BENCH_QUICK=1`): one transaction that copies every message
-  server side (`sql.COPY_FORKED`: one INSERT … SELECT per table, no row
-  through Python), as a median of `REPEATS` forks. Its baseline is the raw
-  cost of copying the parent's event rows alone, in one `INSERT … SELECT`
-  on a plain psycopg connection (rolled back): what any copy of the log
-  costs before views, indexes and the search index are kept.
+  server side (`store.postgres.forks.COPY_FORKED`: one INSERT … SELECT per
+  table, no row through Python), as a median of `REPEATS` forks. Its
+  baseline is the raw cost of copying the parent's event rows alone, in one
+  `INSERT … SELECT` on a plain psycopg connection (rolled back): what any
+  copy of the log costs before views, indexes and the search index are kept.
 - `assemble(fork)` against `assemble(parent)` (OpenAI Chat), interleaved:
   the fork's payload is built from its own rows, so it should cost what the
   parent's does. The window is the whole history (neither is compacted):

@@ -11,7 +11,7 @@ sort_key)` walks the same rows in the same order for 54 bytes a message.
 
 `batch_members` stays, as a view (both kinds of member, the columns as
 before), for people's queries; the store's statements name the two sources
-themselves (store/postgres/sql.py, docs/storage.md).
+themselves (store/postgres/shared_sql.py, docs/storage.md).
 
 Upgrading moves nothing out of the log: the arrival rows that are deleted are
 exactly the ones the messages' own rows now stand for.

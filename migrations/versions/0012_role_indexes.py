@@ -16,7 +16,7 @@ The spec asks for one table per role. Each role keeps a relation of its own
 name, `message_role_index_<role>`, as a view over its rows of `messages`
 (with the batch the spec's table names), and `message_role_index` is all
 four: people's queries read what they read before. The store's statements
-read `messages` through the role's index (store/postgres/sql.py,
+read `messages` through the role's index (store/postgres/history_sql.py,
 docs/storage.md "Tables").
 
 Upgrading moves nothing out of the log: the rows dropped are copies of

@@ -4,7 +4,7 @@ The storage port's `compaction_candidates` (PostgreSQL and memory) answers
 one page of conversations whose agent's current window is over a
 threshold, in creation order; `find_candidates` pages through them.
 
-What it costs on PostgreSQL (`store.postgres.sql.COMPACTION_CANDIDATES`):
+What it costs on PostgreSQL (`store.postgres.candidates.page_statement`):
 the exact size of a window is a count over its batch's members — O(window)
 per conversation, never the history. With a message threshold alone, most
 conversations are ruled out before that count from their stream row and

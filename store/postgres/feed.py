@@ -22,16 +22,28 @@ The price: a transaction that stays open holds the feed back for everyone
 until it ends (in any database of the cluster). That is why every
 connection sets `idle_in_transaction_session_timeout`, and why nothing in
 convo-store keeps a transaction open across an LLM call.
+
+A tenant's page, an export's changed conversations, and the wait of a
+caught-up tail (`feed_signal`) are here too: everything that reads the
+log across conversations.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from datetime import datetime
 
-from psycopg import AsyncConnection
-
-from store.domain.feed import FeedPage, checkpoint, event_from_row, scan_limit
+from store.domain.feed import (
+    ChangedConversation,
+    FeedEvent,
+    FeedPage,
+    checkpoint,
+    event_from_row,
+    scan_limit,
+)
 from store.domain.records import FeedPosition, RecordedEvent
+from store.postgres.feed_signal import FeedSignal
+from store.postgres.pooled import Pooled, Row
 
 # Only transactions below our snapshot's xmin are finished for certain.
 _HORIZON = "(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint"
@@ -51,38 +63,6 @@ FEED_HEAD = (
     ") AS last_finished"
 )
 
-
-async def read_feed(
-    conn: AsyncConnection[Any], after: FeedPosition, limit: int
-) -> list[RecordedEvent]:
-    """The next events after `after`, in feed order."""
-    cursor = await conn.execute(
-        READ_FEED, {"tx": after.transaction_id, "pos": after.position, "limit": limit}
-    )
-    return [
-        RecordedEvent(
-            position=position,
-            conversation_id=cid,
-            version=version,
-            type=type_,
-            data=data,
-            recorded_at=recorded_at,
-            transaction_id=transaction_id,
-        )
-        for position, cid, version, type_, data, recorded_at, transaction_id in (
-            await cursor.fetchall()
-        )
-    ]
-
-
-async def feed_head(conn: AsyncConnection[Any]) -> FeedPosition:
-    """Where a tailing reader that wants only future events starts."""
-    cursor = await conn.execute(FEED_HEAD)
-    row = await cursor.fetchone()
-    assert row is not None
-    return FeedPosition(transaction_id=row[0], position=row[1])
-
-
 # The oldest transaction still open anywhere in the cluster holds the
 # horizon back (`pg_snapshot_xmin`); its age is how far behind now the feed is.
 FEED_LAG = (
@@ -90,14 +70,6 @@ FEED_LAG = (
     " FROM pg_stat_activity WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()"
     " AND backend_xid IS NOT NULL"
 )
-
-
-async def feed_lag(conn: AsyncConnection[Any]) -> float:
-    """Seconds the feed's horizon is behind now (0: nothing holds it back)."""
-    cursor = await conn.execute(FEED_LAG)
-    row = await cursor.fetchone()
-    return float(row[0]) if row is not None else 0.0
-
 
 # --- one tenant's feed (store.domain.feed) ------------------------------------------------
 #
@@ -114,9 +86,8 @@ async def feed_lag(conn: AsyncConnection[Any]) -> float:
 # One pass in feed order: the scan is an index range already in that order,
 # and the window functions read it as it comes (no sort), stopping at the
 # tenant's `limit + 1`-th event. Written as CTEs the scan was materialised,
-# data and all, sorted again for the window and counted: a page of 1,000
-# spilled 6 MB to disk and took 26 ms of server time, against 0.4 ms for the
-# global feed's page (bench/export_feed.py).
+# data and all, sorted again for the window and counted, and spilled to disk
+# (docs/export-and-feed.md, "Pages").
 # The conversation is named by its client's id (`conversations.key`).
 READ_TENANT_FEED = (
     "SELECT transaction_id, position, conversation, version, type,"
@@ -138,40 +109,102 @@ READ_TENANT_FEED = (
 )
 
 
-async def read_tenant_feed(
-    conn: AsyncConnection[Any], tenant: str, after: FeedPosition, limit: int
-) -> FeedPage:
-    """The tenant's next events after `after`, and where the next page starts."""
-    scan = scan_limit(limit)
-    cursor = await conn.execute(
-        READ_TENANT_FEED,
-        {
+# A tenant's conversations changed since a time, by id, keyset: a
+# conversation changed during an export neither moves nor repeats.
+# `updated_at` is filtered, not indexed (see schema.conversations).
+CHANGED_CONVERSATIONS = (
+    "SELECT id, key, updated_at FROM conversations"
+    " WHERE tenant = %(tenant)s AND updated_at >= %(since)s AND deleted_at IS NULL"
+    " AND version > 0 AND id > %(after)s ORDER BY id LIMIT %(limit)s"
+)
+
+
+def feed_event(row: Row) -> FeedEvent:
+    """An event of a tenant's feed or of an export, from its row's first
+    seven columns: transaction, position, conversation (its client's id),
+    version, type, data, time."""
+    tx, position, conversation, version, type_, data, recorded_at = row[:7]
+    return event_from_row(
+        conversation=conversation,
+        transaction_id=tx,
+        position=position,
+        version=version,
+        type_=type_,
+        data=data,
+        recorded_at=recorded_at,
+    )
+
+
+class FeedReads(Pooled):
+    """The storage port's reads of the log across conversations
+    (`storage.PostgresStorage`)."""
+
+    _feed_signal: FeedSignal
+
+    async def read_feed(self, after: FeedPosition, limit: int) -> list[RecordedEvent]:
+        """The next events after `after`, in feed order."""
+        params = {"tx": after.transaction_id, "pos": after.position, "limit": limit}
+        return [
+            RecordedEvent(
+                position=position,
+                conversation_id=cid,
+                version=version,
+                type=type_,
+                data=data,
+                recorded_at=recorded_at,
+                transaction_id=transaction_id,
+            )
+            for position, cid, version, type_, data, recorded_at, transaction_id in (
+                await self._rows(READ_FEED, params)
+            )
+        ]
+
+    async def feed_head(self) -> FeedPosition:
+        """Where a tailing reader that wants only future events starts."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(FEED_HEAD)
+            row = await cursor.fetchone()
+        assert row is not None
+        return FeedPosition(transaction_id=row[0], position=row[1])
+
+    async def feed_lag(self) -> float:
+        """Seconds the feed's horizon is behind now (0: nothing holds it back)."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(FEED_LAG)
+            row = await cursor.fetchone()
+        return float(row[0]) if row is not None else 0.0
+
+    async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
+        """The tenant's next events after `after`, and where the next page starts."""
+        scan = scan_limit(limit)
+        params = {
             "tenant": tenant,
             "tx": after.transaction_id,
             "pos": after.position,
             "scan": scan,
             "limit": limit,
-        },
-    )
-    rows = await cursor.fetchall()
-    events = [
-        event_from_row(
-            conversation=conversation,
-            transaction_id=tx,
-            position=position,
-            version=version,
-            type_=type_,
-            data=data,
-            recorded_at=recorded_at,
+        }
+        rows = await self._rows(READ_TENANT_FEED, params)
+        events = [feed_event(row) for row in rows if row[7]]  # the tenant's: `mine`
+        last = FeedPosition(transaction_id=rows[-1][0], position=rows[-1][1]) if rows else after
+        # The last row is the last scanned, unless the page filled up first.
+        scanned = rows[-1][-1] if rows else 0
+        return FeedPage(
+            events=events,
+            next=checkpoint(last),
+            more=scanned >= scan or len(events) >= limit,
         )
-        for tx, position, conversation, version, type_, data, recorded_at, mine, _ in rows
-        if mine
-    ]
-    last = FeedPosition(transaction_id=rows[-1][0], position=rows[-1][1]) if rows else after
-    # The last row is the last scanned, unless the page filled up first.
-    scanned = rows[-1][-1] if rows else 0
-    return FeedPage(
-        events=events,
-        next=checkpoint(last),
-        more=scanned >= scan or len(events) >= limit,
-    )
+
+    async def changed_conversations(
+        self, tenant: str, since: datetime, after: uuid.UUID | None, limit: int
+    ) -> list[ChangedConversation]:
+        params = {"tenant": tenant, "since": since, "after": after or uuid.UUID(int=0)}
+        rows = await self._rows(CHANGED_CONVERSATIONS, {**params, "limit": limit})
+        return [
+            ChangedConversation(id=cid, key=key, updated_at=updated_at)
+            for cid, key, updated_at in rows
+        ]
+
+    async def wait_for_feed(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
+        # Woken by LISTEN/NOTIFY, sent off the append's path (`feed_signal`).
+        await self._feed_signal.wait(timeout)

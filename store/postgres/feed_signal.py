@@ -4,13 +4,12 @@ A tailing reader that has caught up waits for "the feed may have moved".
 The obvious signal, a `pg_notify` inside each append's own statement, makes
 PostgreSQL serialise the commits of every notifying transaction (a
 database-wide lock from pre-commit until the commit is flushed): a global
-write lock, measured at 0.4-0.5x the writers' throughput
-(bench/export_feed.py, `notify_cost`). So the writers' transactions never
-notify. Instead, each storage (one per process) sends one `NOTIFY` on its
-own after its writes commit, coalescing a burst of commits into one
-notification (`NOTIFY_DELAY`), with at most one in flight; and each storage
-keeps one `LISTEN` connection that wakes every tail waiting in that
-process.
+write lock (docs/export-and-feed.md, "How the tail is woken", says what it
+cost the writers). So the writers' transactions never notify. Instead,
+each storage (one per process) sends one `NOTIFY` on its own after its
+writes commit, coalescing a burst of commits into one notification
+(`NOTIFY_DELAY`), with at most one in flight; and each storage keeps one
+`LISTEN` connection that wakes every tail waiting in that process.
 
 A notification says "something committed", not "readable": the feed
 returns nothing above the oldest transaction still open anywhere, so a

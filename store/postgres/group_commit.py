@@ -6,11 +6,11 @@ statement in autocommit. Most of what that statement costs the server and
 the driver is per statement and per transaction — parse-free execution of
 a plan of seven parts, a commit, a WAL flush, a network exchange — not per
 row. So when appends to several conversations are ready at once, they go
-out as one statement (`sql.append_cte(guarded=True)` takes any number of
-conversations, each row naming its own), one commit for all: with 32
-writers on 2 cores this is what lets throughput grow with the writers
-instead of stalling at the server's per-statement cost (docs/storage.md,
-"Writers together").
+out as one statement (`append_sql.append_cte(guarded=True)` takes any
+number of conversations, each row naming its own), one commit for all:
+with many writers this is what lets throughput grow with them instead of
+stalling at the server's per-statement cost (docs/storage.md, "Writers
+together").
 
 A lone writer waits for nothing: an append that finds a free slot (fewer
 than `writers` statements in flight) and nobody waiting goes out at once,
@@ -42,13 +42,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 import psycopg
-from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
-from store.postgres import sql
-from store.postgres.pooled import pooled
+from store.postgres.append_sql import append_cte, rows_json
+from store.postgres.pooled import Pool, pooled
 
 # Statements in flight at once. Two keep both sides busy — the server
 # executing one while this process builds the next and reads the last's
@@ -59,16 +56,10 @@ WRITERS = 2
 MOST = 128
 
 
-def rows_json(rows: Sequence[dict[str, Any]]) -> str:
-    """Rows for `json_to_recordset`. Decimal sort keys go as strings:
-    PostgreSQL reads them into numeric exactly; ids as orjson writes them."""
-    return orjson.dumps(rows, default=str).decode()
-
-
 @dataclass(frozen=True, eq=False, kw_only=True)
 class GuardedAppend:
     """One optimistic append as the guarded statement takes it: its head's
-    row (`sql._HEAD_COLUMNS`: the version it was decided on, the new head,
+    row (`append_sql._HEAD_COLUMNS`: the version it was decided on, the new head,
     its idempotency key and client ids if any) and the rows of each table,
     each naming the conversation (`cid`)."""
 
@@ -92,7 +83,7 @@ def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
         answers += append.answers
         if append.request is not None:
             requests.append(append.request)
-    text = sql.append_cte(
+    text = append_cte(
         with_messages=bool(messages),
         calls=bool(calls),
         answers=bool(answers),
@@ -130,7 +121,7 @@ class GroupCommit:
 
     def __init__(
         self,
-        pool: AsyncConnectionPool[AsyncConnection[Any]],
+        pool: Pool,
         *,
         writers: int = WRITERS,
         most: int = MOST,

@@ -98,7 +98,7 @@ events = Table(
     # No foreign key to `conversations`: every event is written under its
     # stream row's lock, and stream rows are never deleted (a deletion leaves
     # a tombstone), so the check could never fail — and it cost each append a
-    # row-lock round inside the server (a third of the insert).
+    # row-lock round inside the server (docs/storage.md, "What went").
     Column("conversation_id", UUID(as_uuid=True), nullable=False),
     Column("version", BigInteger, nullable=False),
     # The event's type (`store.domain.events`), as an enum: 4 bytes, not its name

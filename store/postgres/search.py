@@ -1,12 +1,12 @@
-"""Search on PostgreSQL: one statement per page (`sql.search`), over the
-words index of migration 0006 and, where an operator built it, the
+"""Search on PostgreSQL: one statement per page (`page_statement`), over
+the words index of migration 0006 and, where an operator built it, the
 substring index (`store.postgres.search_indexes`; docs/search.md)."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from store.domain.search import (
@@ -20,7 +20,81 @@ from store.domain.search import (
     marked_snippet,
     substring_snippet,
 )
-from store.postgres import sql
+from store.postgres.pooled import Pooled
+
+# A message's searchable text is derived from its event, never stored:
+# `convo_search_text(data)` (migrations 0006, 0009) is the expression the
+# GIN indexes are built on (words always; substring where an operator built
+# it), partial on the events that carry content; a search must spell it
+# exactly so, to use them. Without the substring index, a substring search
+# reads the content events of the conversations it may return.
+_CONTENT_EVENTS = "e.type IN ('message_appended', 'message_edited')"
+SEARCH_TEXT_MATCH = (
+    "to_tsvector('simple'::regconfig, convo_search_text(e.data))"
+    " @@ websearch_to_tsquery('simple'::regconfig, %(q)s)"
+)
+SEARCH_SUBSTRING_MATCH = "convo_search_text(e.data) ILIKE %(pattern)s"
+
+# Each filter, applied to the hits the index found (`a` is the message's
+# own appended event: its recorded time).
+SEARCH_FILTERS = {
+    "conversation": "c.key = %(conversation)s",
+    "role": "m.role = %(role)s",
+    "agent": "m.agent_id = %(agent)s",
+    "kind": "m.kind = %(kind)s",
+    "batch": "m.batch = %(batch)s",
+    "tool": "EXISTS (SELECT 1 FROM tool_calls AS t WHERE t.conversation_id = m.conversation_id"
+    " AND t.tool_name = %(tool)s AND (t.call_id = m.tool_call_id OR t.assistant_seq = m.seq))",
+    "from": "a.recorded_at >= %(from)s",
+    "to": "a.recorded_at < %(to)s",
+    "metadata": "c.metadata @> %(metadata)s",
+    "after": "(a.recorded_at, m.conversation_id, m.seq) < (%(at)s, %(after_cid)s, %(after_seq)s)",
+}
+
+
+@cache
+def page_statement(*, substring: bool, filters: tuple[str, ...]) -> str:
+    """One page of a search: the index finds the events whose text matches;
+    each is kept if it holds its message's current text (the appended
+    event of an unedited message, the latest edit of an edited one), its
+    conversation is the tenant's, and the filters hold; newest first.
+
+    The snippet is made for the page's rows only: ts_headline for text (its
+    marks are control characters, removed from the text first), the text
+    itself for a substring match (cut around the match by the caller).
+    One statement shape per mode and set of filters, each prepared once.
+    """
+    match = SEARCH_SUBSTRING_MATCH if substring else SEARCH_TEXT_MATCH
+    conditions = "".join(f" AND {SEARCH_FILTERS[name]}" for name in filters)
+    page = (
+        "SELECT m.conversation_id, c.key, m.seq, m.role, m.agent_id, m.kind, m.batch,"
+        " a.recorded_at, m.edit_version IS NOT NULL AS edited, e.data"
+        " FROM events AS e"
+        " JOIN conversations AS c ON c.id = e.conversation_id"
+        " JOIN messages AS m"
+        " ON m.conversation_id = e.conversation_id AND m.seq = (e.data ->> 'seq')::bigint"
+        " JOIN events AS a ON a.conversation_id = m.conversation_id AND a.version = m.event_version"
+        f" WHERE {_CONTENT_EVENTS} AND {match}"
+        " AND e.version = coalesce(m.edit_version, m.event_version)"
+        f" AND c.tenant = %(tenant)s AND c.deleted_at IS NULL{conditions}"
+        " ORDER BY a.recorded_at DESC, m.conversation_id DESC, m.seq DESC LIMIT %(limit)s"
+    )
+    if substring:
+        snippet = "convo_search_text(h.data)"
+    else:
+        snippet = (
+            "ts_headline('simple'::regconfig,"
+            " translate(convo_search_text(h.data), E'\\x02\\x03', ''),"
+            " websearch_to_tsquery('simple'::regconfig, %(q)s), %(headline)s)"
+        )
+    # Hits name the conversation by the client's id (`key`); the cursor
+    # keeps the storage's uuid, which orders the hits.
+    return (
+        "SELECT h.conversation_id, h.key, h.seq, h.role, h.agent_id, h.kind,"
+        f" h.batch, h.recorded_at, h.edited, {snippet} FROM ({page}) AS h"
+        " ORDER BY h.recorded_at DESC, h.conversation_id DESC, h.seq DESC"
+    )
+
 
 # ts_headline's options: the two best fragments of up to 30 words, each
 # match between control characters (removed from the text beforehand).
@@ -67,15 +141,12 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
     after = query.after()
     if after is not None:
         add("after", at=after.recorded_at, after_cid=after.conversation, after_seq=after.seq)
-    return sql.search(substring=substring, filters=tuple(filters)), params
+    return page_statement(substring=substring, filters=tuple(filters)), params
 
 
-async def search_messages(
-    conn: AsyncConnection[Any], tenant: str, query: SearchQuery
-) -> SearchPage:
-    text, params = statement(tenant, query)
-    cursor = await conn.execute(text, params)
-    rows = await cursor.fetchall()
+def _hits_page(query: SearchQuery, rows: list[Any]) -> SearchPage:
+    """The page of hits from the statement's rows (one more than the page
+    holds: whether another page follows)."""
     hits = []
     for cid, shown_id, seq, role, agent, kind, batch, at, edited, snippet in rows[: query.limit]:
         if query.mode == "substring":
@@ -104,3 +175,11 @@ async def search_messages(
         hits=[hit for _, hit in hits],
         next_cursor=hits[-1][0].encode() if more and hits else None,
     )
+
+
+class MessageSearch(Pooled):
+    """The storage port's search (`storage.PostgresStorage`)."""
+
+    async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
+        text, params = statement(tenant, query)
+        return _hits_page(query, await self._rows(text, params))

@@ -9,8 +9,9 @@ search"):
 
 - `text` (`ix_events_search_text`, words: `mode=text`): built by migration
   0006, so a new store searches fast at any size. A write-heavy store that
-  rarely searches can drop it: single appends ~13% and 100-message appends
-  ~45% cheaper on this project's machine.
+  rarely searches can drop it, and every append gets cheaper, bulk appends
+  the most (docs/search.md, "What an append pays for search", has the
+  figures).
 - `substring` (`ix_events_search_substring`, pg_trgm trigrams:
   `mode=substring`): not built by the migrations since 0009 — it is the
   larger and costlier one.
@@ -34,7 +35,7 @@ SearchIndexKind = Literal["text", "substring"]
 
 # Partial on the events that carry content, over the derived text
 # (`convo_search_text`, migrations 0006 and 0009): the expressions
-# `sql.SEARCH_TEXT_MATCH` and `sql.SEARCH_SUBSTRING_MATCH` spell.
+# `search.SEARCH_TEXT_MATCH` and `search.SEARCH_SUBSTRING_MATCH` spell.
 _CONTENT_EVENTS = "WHERE type IN ('message_appended', 'message_edited')"
 # A 64 kB pending list, not the server's 4 MB: migration 0010 says why.
 PENDING_LIST = "WITH (gin_pending_list_limit = 64)"
