@@ -48,7 +48,13 @@ from hashlib import sha256
 from typing import Any
 
 from store.assembler.diagnostics import StablePrefix
-from store.domain.codec import STORED_DEFAULT_KIND, decode_row, decode_window
+from store.domain.codec import (
+    decode_row,
+    decode_window,
+    stored_arguments,
+    stored_defaults,
+    stored_kind,
+)
 from store.domain.json_text import sorted_json
 from store.domain.messages import Message, ToolCall
 from store.domain.tokens import TokenCounter, arguments_text, estimate_messages_tokens
@@ -198,28 +204,31 @@ def digest_rows(format: str, system_prompt: str | None, rows: Sequence[Sequence[
     digest = sha256(_header(format, system_prompt))
     update = digest.update
     field = _field
+    no_content, no_reasoning, no_calls, no_error, no_call_id = stored_defaults(
+        "content", "reasoning", "tool_calls", "is_error", "tool_call_id"
+    )
     for row in rows:
         message, edit = row[0]["message"], row[1]
-        content = message.get("content", "") if edit is None else edit["content"]
-        if content.__class__ is not str or message.get("reasoning"):
+        content = message.get("content", no_content) if edit is None else edit["content"]
+        if content.__class__ is not str or message.get("reasoning", no_reasoning):
             update(message_record(decode_row(row)).encode())
             continue
         role = message["role"]
-        kind = message.get("kind") or STORED_DEFAULT_KIND[role].value
-        calls = message.get("tool_calls")
+        kind = stored_kind(message)
+        calls = message.get("tool_calls", no_calls)
         if calls:
             calls_field = field(
                 "".join(
                     f"{len(c['id'])}:{c['id']}{len(c['name'])}:{c['name']}{len(text)}:{text}"
                     for c in calls
-                    for text in (arguments_text(c.get("arguments", {})),)
+                    for text in (arguments_text(stored_arguments(c)),)
                 )
             )
         else:
             calls_field = "0:"
         update(
-            f"{role}\n{kind}\n{'1' if message.get('is_error') else '0'}\n"
-            f"{field(message.get('tool_call_id'))}\n{calls_field}\n0:\n"
+            f"{role}\n{kind}\n{'1' if message.get('is_error', no_error) else '0'}\n"
+            f"{field(message.get('tool_call_id', no_call_id))}\n{calls_field}\n0:\n"
             f"s{len(content)}:{content}\n".encode()
         )
     return digest.hexdigest()

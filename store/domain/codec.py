@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -38,18 +39,45 @@ from store.domain.messages import (
 )
 
 # Top-level fields a stored message may leave out, with the value a reader
-# restores. Nested values (parts, calls, reasoning) are kept whole.
-_DEFAULTS: dict[str, Any] = {
-    "content": "",
-    "tool_calls": [],
-    "tool_call_id": None,
-    "is_error": False,
-    "reasoning": [],
-    "agent_id": MAIN_AGENT,
-    "client_message_id": None,
-    "token_estimate": None,
-    "metadata": {},
-}
+# restores: part of the log's format, like `STORED_DEFAULT_KIND`. Nested
+# values (parts, calls, reasoning) are kept whole. Decoding restores them
+# all at once (`_fields`); code that reads the stored JSON itself, without
+# decoding it (the payload build's fast path, `store.assembler.plain`, and
+# the fingerprint of stored rows), reads a field with `stored_field`, or in
+# a loop over rows with the defaults `stored_defaults` gives.
+STORED_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "content": "",
+        "tool_calls": (),
+        "tool_call_id": None,
+        "is_error": False,
+        "reasoning": (),
+        "agent_id": MAIN_AGENT,
+        "client_message_id": None,
+        "token_estimate": None,
+        "metadata": MappingProxyType({}),
+    }
+)
+
+
+def stored_field(data: Mapping[str, Any], name: str) -> Any:
+    """Top-level field `name` of a stored message's JSON (`data`): its value,
+    or the default the log left it out at (`STORED_DEFAULTS`)."""
+    return data.get(name, STORED_DEFAULTS[name])
+
+
+def stored_defaults(*names: str) -> tuple[Any, ...]:
+    """The defaults of the fields `names`, for a loop over many rows that
+    reads each one as `data.get(name, default)`: `stored_field`'s value
+    without a call and a look-up per field of every row."""
+    return tuple(STORED_DEFAULTS[name] for name in names)
+
+
+def stored_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored tool call's arguments: a reader restores empty ones."""
+    arguments: dict[str, Any] = call.get("arguments", {})
+    return arguments
+
 
 _KINDS = {kind.value: kind for kind in MessageKind}
 
@@ -129,15 +157,16 @@ def encode_message(message: Message) -> dict[str, Any]:
         return _encode_plain(fields)
     data = message.model_dump(mode="json", include=_MESSAGE_FIELDS)
     if STORED_DEFAULT_KIND[message.role] == message.kind:
-        del data["kind"]  # 16 bytes of every ordinary message's event
-    return {k: v for k, v in data.items() if k not in _DEFAULTS or _DEFAULTS[k] != v}
+        del data["kind"]
+    left_out = STORED_DEFAULTS
+    return {k: v for k, v in data.items() if k not in left_out or fields[k] != left_out[k]}
 
 
 def _encode_plain(fields: dict[str, Any]) -> dict[str, Any]:
     """`encode_message` of a message with text content and no reasoning
     (every message but a few assistant turns), read off its fields: the
     same JSON, key for key and in the same order (`PLAIN_FIELDS`), each
-    left out at its `_DEFAULTS` value. Its only nested models are tool
+    left out at its `STORED_DEFAULTS` value. Its only nested models are tool
     calls, of three JSON fields, so pydantic's serializer (with the
     `include` filter, a third of the client's time in a 100-message append)
     is not needed; and the fields are spelled out rather than looped over
@@ -176,8 +205,14 @@ def with_kind(data: dict[str, Any]) -> dict[str, Any]:
     """A stored message's JSON (`data`, changed in place) naming its kind,
     as readers of the raw log (the feed, raw exports) are shown it."""
     if "kind" not in data:
-        data["kind"] = STORED_DEFAULT_KIND[data["role"]].value
+        data["kind"] = stored_kind(data)
     return data
+
+
+def stored_kind(data: Mapping[str, Any]) -> str:
+    """A stored message's kind, its role's default when the log left it out."""
+    kind: str | None = data.get("kind")
+    return kind or STORED_DEFAULT_KIND[data["role"]].value
 
 
 def _part(raw: Mapping[str, Any]) -> ContentPart:
@@ -212,10 +247,8 @@ def _reasoning(raw: Mapping[str, Any]) -> Reasoning:
 # message starts as a copy of this (one C-level copy and update, rather
 # than a Python call per field).
 _MESSAGE_DEFAULTS: dict[str, Any] = {
-    name: None if name in ("role", "kind") else _DEFAULTS.get(name) for name in Message.model_fields
+    name: STORED_DEFAULTS.get(name) for name in Message.model_fields
 }
-_MESSAGE_DEFAULTS["tool_calls"] = ()
-_MESSAGE_DEFAULTS["reasoning"] = ()
 
 
 # A StoredMessage's: the same, then its own fields, which the reader sets.
@@ -239,9 +272,7 @@ def _fields(
     # Absent from `data` (the usual case), the defaults' empty tuples stand.
     if "tool_calls" in data:
         values["tool_calls"] = tuple(
-            _build(
-                ToolCall, {"id": c["id"], "name": c["name"], "arguments": c.get("arguments", {})}
-            )
+            _build(ToolCall, {"id": c["id"], "name": c["name"], "arguments": stored_arguments(c)})
             for c in data["tool_calls"]
         )
     if "reasoning" in data:
@@ -433,7 +464,7 @@ def with_fields(message: M, **fields: Any) -> M:
 def message_text(data: Mapping[str, Any], content: Any = None) -> str:
     """A stored message's text (`Message.text`), without building the message."""
     if content is None:
-        content = data.get("content", "")
+        content = stored_field(data, "content")
     if isinstance(content, str):
         return content
     return "\n".join(p["text"] for p in content if p["type"] == "text")
