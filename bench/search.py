@@ -51,7 +51,7 @@ PER_CONVERSATION = 1_000
 TENANTS = 4
 REPEATS = 30 if QUICK else 100
 WARMUP = 3
-# A form as slow as a scan (a word-part substring: ~1 s) stops repeating
+# A form as slow as a scan (a word-part substring) stops repeating
 # after this many seconds once it has MIN_REPEATS samples: its p95 is then
 # read from fewer samples, and the run stays within `make bench`'s budget.
 FORM_BUDGET_S = 12.0

@@ -9,7 +9,7 @@ The server is found in this order:
 
 The schema is built once per session with `alembic upgrade head` into a
 template database; each test that asks for `database_url` gets a fresh
-`CREATE DATABASE … TEMPLATE …` (about 60 ms), so tests commit for real —
+`CREATE DATABASE … TEMPLATE …` (a file copy, cheap), so tests commit for real —
 concurrency tests need real commits — and never see each other's rows.
 """
 

@@ -1,22 +1,22 @@
 """Search costs an append less: the text is derived without a SQL call, and
 the substring index is opt-in.
 
-Measured on one server, single-message appends (docs/search.md, "What an
-append pays for search"): with both 0006 indexes an append took ~1.7× its
-time without them, and the events' indexes grew ~3.5 KB a message while
-the pending lists were young. Two causes, two changes:
+With both 0006 indexes an append took much longer than without them, and
+the events' indexes grew by several times the message's own size while
+the pending lists were young (measured: docs/search.md, "What an append
+pays for search"). Two causes, two changes:
 
 - `convo_search_text` was a SQL function with a FROM clause and STRICT,
   which PostgreSQL cannot inline: every insert into `events` ran it through
-  the SQL-function executor once per index (~0.1 ms each). It is now one
+  the SQL-function executor once per index. It is now one
   expression (no FROM, not STRICT), which the planner inlines into the
   index expressions; the rare content array goes through
   `convo_search_parts`. Its results are the same for every input (NULL for
   a null, for no content, for content that is neither string nor array),
   so the index built by 0006 stays valid and is not rebuilt.
 - The trigram index (`ix_events_search_substring`, substring search) was
-  the bigger of the two — ~340 bytes a message even when bulk-built, and a
-  trigram posting per three characters on every append. It is dropped here
+  the bigger of the two, even when bulk-built, and a trigram posting per
+  three characters on every append. It is dropped here
   and becomes an operator's choice: `convo search-index enable substring` builds
   it (CONCURRENTLY: appends go on meanwhile), `disable substring` drops it.
   Substring search works without it, reading the searched conversations'

@@ -4,11 +4,11 @@ LIST-partitioned copy of three of its columns.
 
 `message_role_index` held, for every message, its conversation, role,
 ordinal and seq: columns `messages` already has (`role`, `role_ordinal`,
-`seq`). After 5,000 appends it took 156 bytes a message (a partition's heap,
-its maps and its primary key) and cost every append an insert into one more
-table. A unique index per role, `uq_messages_role_<role>` on
-`messages (conversation_id, role_ordinal) WHERE role = '<role>'`, answers the
-same look-ups, in the same order, for about a third of the bytes, and a read
+`seq`), a partition's heap, its maps and its primary key for every message,
+and cost every append an insert into one more table. A unique index per
+role, `uq_messages_role_<role>` on `messages (conversation_id, role_ordinal)
+WHERE role = '<role>'`, answers the same look-ups, in the same order, in a
+fraction of the space (docs/storage.md, "What went, and what it cost"), and a read
 finds the message's row itself rather than a pointer to it (one probe a row
 fewer).
 

@@ -7,9 +7,9 @@ A call is inserted `pending` when its assistant message is appended and set
 completion changed an indexed column: PostgreSQL then writes the row's new
 version wherever it fits and a new entry for it in every index of the table
 (the primary key and the tool-name index too), and the old entries stay
-until a VACUUM. After 5,000 appends with a call every fifth turn, not one
-of the 1,000 completions was HOT, and the table and its indexes took 311
-bytes a call; without the partial index all 1,000 were, and 221.
+until a VACUUM: no completion was HOT. Without the partial index every one
+is, and the table and its indexes are smaller (docs/storage.md, "What went,
+and what it cost").
 
 What the index served: "the calls of this conversation still pending", asked
 by batch operations (which read the whole window anyway) and by the tool

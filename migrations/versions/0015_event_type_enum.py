@@ -3,8 +3,8 @@
 Every event named its type in text: `message_appended`, 17 bytes in every
 row of the log, and the column after it then began at the next 4-byte
 boundary. An enum (`event_type`) keeps the same names and compares, sorts
-and prints as before, in 4 bytes; after 5,000 appends the events heap took
-36 bytes a message less (docs/storage.md, "What went").
+and prints as before, in 4 bytes (what the events heap saved:
+docs/storage.md, "What went, and what it cost").
 
 The statements that write events are unchanged: they hand the type as text,
 and an assignment cast (`text AS event_type`, through the types' text forms)

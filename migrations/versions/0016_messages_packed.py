@@ -7,10 +7,10 @@ places, and `role_ordinal` was a bigint beside the 4-byte `batch`. No
 conversation can use the upper half of a role's ordinal: the store refuses
 an append past 2,147,483,647 messages in one conversation (`store.domain.commands`),
 and an ordinal never exceeds the message count. Fixed-width columns now come
-first, widest first, then the variable-length ones: a row is ~10 bytes
-shorter, and after 5,000 appends the table took about 11 bytes a message
-less (docs/storage.md, "What went"). Its indexes keep their sizes (their
-keys are padded to 8 bytes either way).
+first, widest first, then the variable-length ones, so a row carries no
+padding between them (what the table saved: docs/storage.md, "What went,
+and what it cost"). Its indexes keep their sizes (their keys are padded to
+8 bytes either way).
 
 PostgreSQL cannot reorder a table's columns in place, so the rows are copied
 into a new table, which takes the old one's name, indexes, constraints and

@@ -4,15 +4,14 @@ Most windows need nothing from `assemble`'s passes: every message is text,
 each tool call's results follow it at once, no call id is used twice or
 refused by the provider, and the build asks for no budget, folding or
 merging. For such a window sanitize, normalise and the renamings change
-nothing, and making a `Message` of every row cost more than rendering it:
-of a cold 5,000-message OpenAI Chat build, decoding the rows was 10 ms and
-the passes 18, against 25 for the fetch (docs/assembler.md, "Plain
-windows"). Here one loop over the rows' dicts renders each message and
-checks that it is plain; the first that is not hands the whole window to
-`assemble`, which decodes it. The neutral messages (`Assembly.messages`)
-are decoded only when read; the stable prefix's fingerprint, when read, is
-hashed off the rows (`fingerprint.digest_rows`); the special block is
-placed on a view that decodes only the messages the policy looks at.
+nothing, and making a `Message` of every row costs more than rendering it
+(measured: docs/assembler.md, "Plain windows"). Here one loop over the
+rows' dicts renders each message and checks that it is plain; the first
+that is not hands the whole window to `assemble`, which decodes it. The
+neutral messages (`Assembly.messages`) are decoded only when read; the
+stable prefix's fingerprint, when read, is hashed off the rows
+(`fingerprint.digest_rows`); the special block is placed on a view that
+decodes only the messages the policy looks at.
 
 OpenAI Chat, OpenAI Responses and Anthropic have plain renderers
 (`_PLAIN`, each a `_Target` told the window's messages one by one; a

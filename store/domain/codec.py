@@ -10,8 +10,9 @@ stays what it meant (docs/storage.md, "What went").
 
 On the way out, stored JSON becomes `Message`/`StoredMessage` values by
 construction, not validation: the log only holds what was valid when it
-was written, and re-validating every row was most of what a 5,000-message
-payload build cost (see docs/storage.md).
+was written, and re-validating every row would be most of the cost of
+reading a long window (figures: docs/storage.md, "Why the hot paths are
+written by hand").
 """
 
 from __future__ import annotations
@@ -106,8 +107,8 @@ def _fields_set(cls: type[BaseModel]) -> set[str]:
 def _slot_setter(name: str) -> Callable[[BaseModel, Any], None]:
     """The setter of `BaseModel`'s slot `name`, called directly rather than
     through `object.__setattr__`, which looks the name up along the
-    instance's class at every call: 5,000 messages made and set up in 1.6
-    against 2.2 ms."""
+    instance's class at every call (measured: docs/storage.md, "Why the hot
+    paths are written by hand")."""
     setter: Callable[[BaseModel, Any], None] = vars(BaseModel)[name].__set__
     return setter
 
@@ -122,7 +123,7 @@ _SET_PRIVATE = _slot_setter("__pydantic_private__")
 def _build(cls: type[M], values: dict[str, Any]) -> M:
     """An instance of `cls` holding `values` (every field, in order), as
     `model_construct` builds one but without its per-field bookkeeping,
-    which was most of the cost of a 5,000-message read. (The fields-set is
+    which would be most of the cost of a long read. (The fields-set is
     shared per class: frozen models never change it, and a copy copies it.)"""
     instance = cls.__new__(cls)
     _SET_DICT(instance, values)
@@ -168,9 +169,10 @@ def _encode_plain(fields: dict[str, Any]) -> dict[str, Any]:
     same JSON, key for key and in the same order (`PLAIN_FIELDS`), each
     left out at its `STORED_DEFAULTS` value. Its only nested models are tool
     calls, of three JSON fields, so pydantic's serializer (with the
-    `include` filter, a third of the client's time in a 100-message append)
-    is not needed; and the fields are spelled out rather than looped over
-    with the defaults table (half the time: 129 against 256 µs for 100).
+    `include` filter, a large share of the client's time in an append) is
+    not needed; and the fields are spelled out rather than looped over with
+    the defaults table, which took twice as long (measured: docs/storage.md,
+    "Why the hot paths are written by hand").
     `tests/unit/test_codec.py` holds the two paths equal."""
     data: dict[str, Any] = {"role": fields["role"]}
     if content := fields["content"]:
@@ -287,16 +289,16 @@ def collector_paused() -> Iterator[None]:
     """Around decoding many rows at once, or building a payload from them:
     no garbage collection meanwhile.
 
-    A 5,000-message window allocates tens of thousands of small objects
-    and no reference cycles; the collector's passes over them were a third
-    of the decoding time, and ~8% of building an Anthropic payload from it,
-    and collected nothing. It runs again afterwards.
+    A long window allocates tens of thousands of small objects and no
+    reference cycles; the collector's passes over them took a large share
+    of the decoding time (docs/storage.md, "Why the hot paths are written
+    by hand") and collected nothing. It runs again afterwards.
 
     Its first pass afterwards walks every object made meanwhile that is
     still alive, so a read holds one pause from its rows to the values it
     returns, and drops the rows inside it (`PostgresStorage._read_into`):
-    paused around the fetch alone, a 5,000-message build's passes walked
-    the rows too. A pause never spans a query or a wait for a connection
+    paused around the fetch alone, a long build's passes walked the rows
+    too. A pause never spans a query or a wait for a connection
     (the collector would be off for the whole process meanwhile). Nested
     pauses are one.
     """
@@ -316,8 +318,8 @@ def decode_message(data: Mapping[str, Any], *, content: Any = None) -> Message:
 
 def _instances(cls: type[M], values: Iterable[dict[str, Any]]) -> list[M]:
     """`_build(cls, v)` of each of `values`, in one loop, without the
-    collector running: the call per message and the class's fields-set
-    look-up were a tenth of decoding a 5,000-message window."""
+    collector running: a call per message and a look-up of the class's
+    fields-set per message would be paid by every message of a window."""
     new, fields_set = cls.__new__, _fields_set(cls)
     set_dict, set_fields_set, set_extra, set_private = (
         _SET_DICT,
@@ -364,8 +366,8 @@ def decode_window(rows: Iterable[Sequence[Any]]) -> list[Message]:
     JSON, its latest edit's event JSON or None), as the assembler reads
     them (`store.postgres.sql.ASSEMBLY_WINDOW`). The fields of all of them
     are made in one comprehension, then the instances in one loop: a
-    generator per layer (rows to bodies to fields) was a sixth of decoding
-    a 5,000-message window."""
+    generator per layer (rows to bodies to fields) made decoding measurably
+    slower (docs/storage.md, "Why the hot paths are written by hand")."""
     return _instances(
         Message,
         [
@@ -455,7 +457,7 @@ def trusted(cls: type[M], values: dict[str, Any]) -> M:
 def with_fields(message: M, **fields: Any) -> M:
     """A copy of a validated `message` with `fields` changed, for values the
     store computed itself (a token estimate): `model_copy(update=...)`
-    without pydantic's copy protocol, a tenth of a 100-message append."""
+    without pydantic's copy protocol, which an append would pay per message."""
     values = message.__dict__.copy()
     values.update(fields)
     return _build(type(message), values)
