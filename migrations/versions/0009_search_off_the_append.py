@@ -22,22 +22,19 @@ pays for search"). Two causes, two changes:
   Substring search works without it, reading the searched conversations'
   events (docs/search.md).
 
-Revision ID: 0009_search_off_the_append
-Revises: 0008_listing
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import ModuleType
 
 from alembic import context, op
 
+from migrations.steps import execute_all
+
 revision: str = "0009_search_off_the_append"
 down_revision: str | None = "0008_listing"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # The text parts of a content array, joined by newlines (the 0006 rule).
 SEARCH_PARTS_FUNCTION = (
@@ -81,8 +78,7 @@ def _search_0006() -> ModuleType:
 
 
 def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
+    execute_all(UPGRADE)
     schema = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
     op.execute(search_text_function(schema))
 

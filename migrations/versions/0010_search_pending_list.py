@@ -15,31 +15,26 @@ The figures: docs/search.md, "What an append pays for search".
 Only storage parameters change: no index is rebuilt, and an index an
 operator dropped (`convo search-index disable`) stays dropped.
 
-Revision ID: 0010_search_pending_list
-Revises: 0009_search_off_the_append
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from alembic import op
+from migrations.steps import execute_all
 
 revision: str = "0010_search_pending_list"
 down_revision: str | None = "0009_search_off_the_append"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 INDEXES = ("ix_events_search_text", "ix_events_search_substring")
 PENDING_LIST_KB = 64  # store.postgres.search_indexes builds them with the same
 
 
 def upgrade() -> None:
-    for name in INDEXES:
-        op.execute(f"ALTER INDEX IF EXISTS {name} SET (gin_pending_list_limit = {PENDING_LIST_KB})")
+    execute_all(
+        f"ALTER INDEX IF EXISTS {name} SET (gin_pending_list_limit = {PENDING_LIST_KB})"
+        for name in INDEXES
+    )
 
 
 def downgrade() -> None:
-    for name in INDEXES:
-        op.execute(f"ALTER INDEX IF EXISTS {name} RESET (gin_pending_list_limit)")
+    execute_all(f"ALTER INDEX IF EXISTS {name} RESET (gin_pending_list_limit)" for name in INDEXES)

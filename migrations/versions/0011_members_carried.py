@@ -17,21 +17,15 @@ themselves (store/postgres/sql.py, docs/storage.md).
 Upgrading moves nothing out of the log: the arrival rows that are deleted are
 exactly the ones the messages' own rows now stand for.
 
-Revision ID: 0011_members_carried
-Revises: 0010_search_pending_list
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0011_members_carried"
 down_revision: str | None = "0010_search_pending_list"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 MEMBERS_VIEW = (
     "CREATE VIEW batch_members AS"

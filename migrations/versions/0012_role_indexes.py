@@ -22,21 +22,15 @@ docs/storage.md "Tables").
 Upgrading moves nothing out of the log: the rows dropped are copies of
 `messages`' columns.
 
-Revision ID: 0012_role_indexes
-Revises: 0011_members_carried
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0012_role_indexes"
 down_revision: str | None = "0011_members_carried"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 ROLES = ("system", "user", "assistant", "tool")
 COLUMNS = "conversation_id, role, role_ordinal AS ordinal, seq, batch"

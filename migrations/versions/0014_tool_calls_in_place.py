@@ -17,21 +17,15 @@ blocks read with `pending=true`. Both now read the conversation's calls by
 the primary key's prefix, `(conversation_id, …)`, and keep the pending ones:
 a conversation's calls, not the table's.
 
-Revision ID: 0014_tool_calls_in_place
-Revises: 0013_append_only_indexes_full
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0014_tool_calls_in_place"
 down_revision: str | None = "0013_append_only_indexes_full"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -19,22 +19,16 @@ indexes are partial on the type, so they are dropped and built again after
 it): on a large log run it in a maintenance window. Nothing in the log
 changes but the column's type.
 
-Revision ID: 0015_event_type_enum
-Revises: 0014_tool_calls_in_place
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from alembic import op
 from sqlalchemy import text
 
 revision: str = "0015_event_type_enum"
 down_revision: str | None = "0014_tool_calls_in_place"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # Every event type as of this revision (`store.domain.events`), frozen here.
 EVENT_TYPES = (

@@ -19,8 +19,6 @@ from the catalogue and created again as it was. Every value is kept. On a
 large store run it in a maintenance window: it rewrites `messages` and its
 indexes under an exclusive lock.
 
-Revision ID: 0016_messages_packed
-Revises: 0015_event_type_enum
 Create Date: 2026-11-24
 """
 
@@ -33,8 +31,6 @@ from sqlalchemy import text
 
 revision: str = "0016_messages_packed"
 down_revision: str | None = "0015_event_type_enum"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 PACKED = (
     "conversation_id uuid NOT NULL",
