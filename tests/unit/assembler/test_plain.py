@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.assembler import (
@@ -139,9 +139,8 @@ def _same(
         assert built.messages == expected.messages, format
 
 
-@settings(
-    max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@pytest.mark.slow
+@settings(max_examples=300, database=None)
 @given(
     data=st.data(),
     window=plain_windows(),
@@ -167,9 +166,7 @@ def test_a_plain_window_takes_the_plain_path_and_builds_what_assemble_builds(
     _same(rows, data.draw(profiles_for[agent]), slots, options)
 
 
-@settings(
-    max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=100, database=None)
 @given(data=st.data(), window=plain_windows())
 def test_the_plain_paths_token_estimates_are_the_domains(
     data: st.DataObject, window: tuple[list[Message], str]
@@ -188,9 +185,8 @@ def test_the_plain_paths_token_estimates_are_the_domains(
             assert costs == expected
 
 
-@settings(
-    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@pytest.mark.slow
+@settings(max_examples=150, database=None)
 @given(
     data=st.data(),
     conversation=conversations(),
