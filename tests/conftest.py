@@ -163,6 +163,18 @@ async def engine(database_url: str, settings: Settings) -> AsyncIterator[AsyncEn
     await engine.dispose()
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.integration),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend a contract or API test runs on: each such test runs on both."""
+    name: str = request.param
+    return name
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Tests that take a database fixture are integration tests, whatever
     # their folder: `pytest -m "not integration"` runs without a server.

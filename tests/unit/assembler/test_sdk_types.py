@@ -26,7 +26,7 @@ import openai
 import pytest
 from google import genai
 from google.genai import types as genai_types
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.assembler import AssembleOptions, PlacementPolicy, ProviderFormat, validate
@@ -53,12 +53,7 @@ EXAMPLES = int(os.environ.get("CONVO_SDK_EXAMPLES", "600"))
 
 
 @pytest.mark.slow
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=EXAMPLES, database=None)
 @given(
     data=st.data(),
     conversation=conversations(arguments=argument_samples),
