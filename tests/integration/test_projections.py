@@ -179,13 +179,9 @@ async def test_rebuild_of_all_conversations_restores_dropped_views(
     await _assert_no_view_rows(storage, gone, "rebuild gave the deleted conversation rows")
 
 
-def test_rebuild_command(database_url: str) -> None:
-    result = CliRunner().invoke(app, ["rebuild"], env={"DATABASE_URL": database_url})
-    assert result.exit_code == 0, result.output
-    assert "rebuilt 0 conversation(s)" in result.output
+def _stored_session(database_url: str) -> str:
+    """`_session` run on its own connection, for the commands' tests."""
 
-
-def test_rebuild_command_rebuilds_one_conversation(database_url: str) -> None:
     async def store_session() -> str:
         storage = await PostgresStorage.connect(database_url)
         try:
@@ -193,7 +189,17 @@ def test_rebuild_command_rebuilds_one_conversation(database_url: str) -> None:
         finally:
             await storage.close()
 
-    cid = asyncio.run(store_session())
+    return asyncio.run(store_session())
+
+
+def test_rebuild_command(database_url: str) -> None:
+    result = CliRunner().invoke(app, ["rebuild"], env={"DATABASE_URL": database_url})
+    assert result.exit_code == 0, result.output
+    assert "rebuilt 0 conversation(s)" in result.output
+
+
+def test_rebuild_command_rebuilds_one_conversation(database_url: str) -> None:
+    cid = _stored_session(database_url)
     env = {"DATABASE_URL": database_url}
     result = CliRunner().invoke(app, ["rebuild", "-c", str(cid)], env=env)
     assert result.exit_code == 0, result.output
@@ -223,14 +229,7 @@ async def test_demo_session_runs_end_to_end(
 
 
 def test_assemble_command_builds_a_stored_conversations_payload(database_url: str) -> None:
-    async def store_session() -> str:
-        storage = await PostgresStorage.connect(database_url)
-        try:
-            return await _session(Repository(storage))
-        finally:
-            await storage.close()
-
-    cid = asyncio.run(store_session())
+    cid = _stored_session(database_url)
     runner = CliRunner()
     env = {"DATABASE_URL": database_url}
     result = runner.invoke(app, ["assemble", "-f", "gemini", "-c", str(cid)], env=env)
