@@ -51,8 +51,10 @@ migrate: install
 test: install
 	$(BIN)/pytest
 
+# The fast layer: no database (nothing marked integration, which every test
+# that takes a database fixture is: tests/conftest.py) and nothing marked slow.
 test-unit: install
-	$(BIN)/pytest -m "not integration"
+	$(BIN)/pytest -m "not integration and not slow"
 
 lint: install
 	$(BIN)/ruff check .

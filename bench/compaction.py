@@ -126,9 +126,9 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         samples = await time_interleaved(actions, REPEATS, warmup=2, collect=True)
         # The same calls back to back, without a collection before each: the
         # collection leaves an idle gap of tens of milliseconds, after which
-        # the next round trips are slow on this VM (a three-statement
-        # pipeline took 1.0 ms after one, 0.25 ms without), a fixed cost
-        # that weighs on the small compacted build most. For information.
+        # the next round trips are slow on this VM (docs/bench-methods.md), a
+        # fixed cost that weighs on the small compacted build most. For
+        # information.
         warm = await time_interleaved(actions, REPEATS, warmup=2)
     statuses = {s: report.count(s) for s in {r.status for r in report.results}}
     return {

@@ -109,8 +109,8 @@ def _start_measuring() -> int:
 def _peak_kb() -> int:
     """The process's peak resident set (VmHWM). Not `ru_maxrss`: a child
     started by vfork and exec inherits its parent's peak in it, and this
-    child's parent holds the 100,000 messages it wrote (~320 MB): every run
-    reported that, whatever the export used."""
+    child's parent holds the 100,000 messages it wrote: every run reported
+    that, whatever the export used."""
     peak = _status_kb("VmHWM")
     if peak is not None:
         return peak

@@ -63,8 +63,8 @@ def bench_database(settings: Settings) -> Iterator[str]:
 # pool opens one connection and grows only when a caller waits, so it never
 # grows. (Handed a pool of 30 opened up front, sequential calls went to each
 # connection in turn, FIFO: every server backend's caches were cold again by
-# its next turn, +0.45 ms an append against +0.06 ms for raw INSERTs
-# rotated alike.) At most two: one for the calls, one for the feed's NOTIFY;
+# its next turn, which slowed appends far more than raw INSERTs rotated
+# alike: docs/bench-methods.md.) At most two: one for the calls, one for the feed's NOTIFY;
 # opened with min_size=1, it holds a second only once a NOTIFY had to wait.
 SEQUENTIAL_POOL = 2
 

@@ -2,12 +2,11 @@
 
 The generator shares the machine's 2 cores with the server and PostgreSQL,
 so every millisecond of its own CPU is one the server does not get. httpx
-spent 0.6-0.9 ms of CPU a request here, 1.7 ms with 64 requests in flight:
-at 900 requests/s that is most of a core, and the HTTP figures measured the
-generator as much as the server. This client sends bodies serialized before
-the clock over keep-alive connections with asyncio streams and reads the
-answer's status and body, nothing more: what any HTTP client must do, at a
-few tens of microseconds a request.
+took most of a core at the rates measured, and the HTTP figures measured
+the generator as much as the server (docs/bench-methods.md). This client
+sends bodies serialized before the clock over keep-alive connections with
+asyncio streams and reads the answer's status and body, nothing more: what
+any HTTP client must do, at a fraction of httpx's cost a request.
 
 It speaks only what `convo serve` answers a POST with: a status line,
 headers, and a body of `Content-Length` bytes, or chunked. A connection the

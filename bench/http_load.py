@@ -9,9 +9,9 @@ request, to a file). Its key is made with `hosting.keys.create_key`, as
 so both sides see the same conversations.
 
 The load generator is this process: one keep-alive HTTP/1.1 connection per
-virtual client (`bench.http_client`, a lean client: httpx cost 0.8 ms of
-CPU a request on these 2 shared cores, this one 0.12), bodies serialized
-with orjson before the clock starts.
+virtual client (`bench.http_client`, a lean client: httpx cost several
+times its CPU a request on these 2 shared cores, docs/bench-methods.md),
+bodies serialized with orjson before the clock starts.
 
 - closed loop, 1, 8 and 32 virtual clients, each on its own conversation,
   each sending its next request only when the previous one answered: at most
@@ -29,7 +29,7 @@ with orjson before the clock starts.
 - payload build: `POST /conversations/{id}/assemble` (openai-chat) of a
   1,000-message conversation (one per client, built before), vs
   `Repository.assemble` in this process. The HTTP side also serializes and
-  sends the payload (~0.5 MB) and the generator receives it.
+  sends the payload and the generator receives it.
 - open loop (append, for information): requests sent on a fixed schedule at
   half the closed loop's 32-client rate, round robin over 32 conversations
   (no tool calls and no expected version: requests to one conversation may

@@ -40,8 +40,10 @@ import psycopg
 from bench.harness import open_repository, quick_mode, raw_sync_connection, run_and_record
 from bench.report import comparison, print_comparisons, print_table
 from hosting.settings import Settings
+from store.domain.codec import decode_message
 from store.domain.events import from_data
 from store.domain.search import SearchQuery, search_query
+from store.domain.tokens import estimate_message_tokens
 
 QUICK = quick_mode()
 CONVERSATIONS = 100 if QUICK else 1_000
@@ -49,7 +51,7 @@ PER_CONVERSATION = 1_000
 TENANTS = 4
 REPEATS = 30 if QUICK else 100
 WARMUP = 3
-# A form as slow as a scan (a word-part substring: ~1 s) stops repeating
+# A form as slow as a scan (a word-part substring) stops repeating
 # after this many seconds once it has MIN_REPEATS samples: its p95 is then
 # read from fewer samples, and the run stays within `make bench`'s budget.
 FORM_BUDGET_S = 12.0
@@ -278,7 +280,7 @@ def load_corpus(
                         1,
                         ordinals[role],
                         body.get("tool_call_id"),
-                        len(encoded) // 4,
+                        estimate_message_tokens(decode_message(body)),
                         seq + 1,
                     )
                 )

@@ -23,7 +23,7 @@ conversation_id uuid, data jsonb)` in its own schema.
   `INSERT` + COMMIT; interleaved, medians. The goal (≤ 3×) is held like for
   like: the store with its default words index against the `COPY` that keeps
   the same text searchable. Tokenizing alone makes PostgreSQL's own `COPY`
-  ~4× slower (an info row), so no store whose text is searchable by index
+  several times slower (an info row), so no store whose text is searchable by index
   can come within 3× of a plain `COPY` (docs/search.md, "What an append
   pays for search"); the store without the index against the plain `COPY`
   is an info row.

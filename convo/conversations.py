@@ -3,33 +3,25 @@ table (or JSON lines with `--json`), with the HTTP listing's filters."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import Awaitable
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from hosting.settings import Settings
+from convo.reading import fail, iso_time, json_option, read_with, show_page
 from store.domain.listing import ConversationPage
 
-
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/] {message}")
-    return typer.Exit(2)
+if TYPE_CHECKING:
+    from store.repository import Repository
 
 
 def _when(value: str | None, option: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise _fail(f"{option}: not an ISO 8601 time: {value!r}") from None
-    if moment.tzinfo is None:
-        raise _fail(f"{option}: give a time zone, e.g. {value}Z or {value}+02:00")
+    moment = iso_time(value, option)
+    if moment is not None and moment.tzinfo is None:
+        raise fail(f"{option}: give a time zone, e.g. {value}Z or {value}+02:00")
     return moment
 
 
@@ -60,19 +52,9 @@ def conversations_command(
     ),
 ) -> None:
     """List a tenant's conversations (deleted ones are not listed)."""
-    from convo.errors import database_errors, load_settings
-    from hosting.bootstrap import open_storage, repository
-    from hosting.database import open_database
-    from store.domain.errors import InvalidOperation
-
-    wanted = None
-    if metadata is not None:
-        try:
-            wanted = json.loads(metadata)
-        except ValueError:
-            raise _fail(f"--metadata: not JSON: {metadata!r}") from None
-        if not isinstance(wanted, dict):
-            raise _fail("--metadata: give a JSON object")
+    wanted = json_option(metadata, "--metadata")
+    if wanted is not None and not isinstance(wanted, dict):
+        raise fail("--metadata: give a JSON object")
     times = {
         "created_from": _when(created_from, "--created-from"),
         "created_to": _when(created_to, "--created-to"),
@@ -80,37 +62,24 @@ def conversations_command(
         "updated_to": _when(updated_to, "--updated-to"),
     }
 
-    async def listing(url: str, settings: Settings) -> ConversationPage:
-        storage = await open_storage(url, settings, max_size=1)
-        try:
-            return await repository(storage, settings, tenant).list_conversations(
-                metadata=wanted,
-                archived=archived,
-                order="oldest" if oldest else "newest",
-                cursor=cursor,
-                limit=limit,
-                **times,
-            )
-        finally:
-            await storage.close()
+    def listing(repository: Repository) -> Awaitable[ConversationPage]:
+        return repository.list_conversations(
+            metadata=wanted,
+            archived=archived,
+            order="oldest" if oldest else "newest",
+            cursor=cursor,
+            limit=limit,
+            **times,
+        )
 
-    with database_errors("conversations"):
-        settings = load_settings()
-        with open_database(settings) as database:
-            try:
-                page = asyncio.run(listing(database.url, settings))
-            except InvalidOperation as error:
-                raise _fail(str(error)) from None
-    _show(page, as_json)
+    _show(read_with("conversations", tenant, listing), as_json)
 
 
 def _show(page: ConversationPage, as_json: bool) -> None:
-    if as_json:
-        for conversation in page.items:
-            typer.echo(conversation.model_dump_json())
-        if page.next_cursor is not None:
-            Console(stderr=True).print(f"next cursor: {page.next_cursor}")
-        return
+    show_page(page.items, page.next_cursor, as_json, lambda: _table(page))
+
+
+def _table(page: ConversationPage) -> Table:
     table = Table(title=f"{len(page.items)} conversation(s)")
     for column in ("id", "created", "updated", "version", "archived", "metadata"):
         table.add_column(column, overflow="fold")
@@ -123,10 +92,7 @@ def _show(page: ConversationPage, as_json: bool) -> None:
             "yes" if c.archived else "",
             json.dumps(c.metadata, ensure_ascii=False)[:80],
         )
-    console = Console()
-    console.print(table)
-    if page.next_cursor is not None:
-        console.print(f"more: --cursor {page.next_cursor}")
+    return table
 
 
 def register(app: typer.Typer) -> None:

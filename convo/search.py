@@ -3,9 +3,6 @@ does, shown as a table (or JSON lines with `--json`)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -13,22 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hosting.settings import Settings
+from convo.reading import fail, iso_time, json_option, read_with, show_page
 from store.domain.search import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SearchHit, SearchPage
-
-
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/] {message}")
-    return typer.Exit(2)
-
-
-def _when(value: str | None, option: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise _fail(f"{option}: not an ISO 8601 time: {value!r}") from None
 
 
 def search_command(
@@ -69,18 +52,9 @@ def search_command(
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines, one per hit.")] = False,
 ) -> None:
     """Search a tenant's messages, newest first (docs/search.md)."""
-    from convo.errors import database_errors, load_settings
-    from hosting.bootstrap import open_storage, repository
-    from hosting.database import open_database
     from store.domain.errors import InvalidOperation
     from store.domain.search import search_query
 
-    wanted = None
-    if metadata is not None:
-        try:
-            wanted = json.loads(metadata)
-        except ValueError:
-            raise _fail(f"--metadata: not JSON: {metadata!r}") from None
     fields: dict[str, Any] = {
         "q": q,
         "mode": "substring" if substring else "text",
@@ -90,32 +64,17 @@ def search_command(
         "tool_name": tool,
         "conversation_id": conversation,
         "batch": batch,
-        "recorded_from": _when(recorded_from, "--from"),
-        "recorded_to": _when(recorded_to, "--to"),
-        "metadata": wanted,
+        "recorded_from": iso_time(recorded_from, "--from"),
+        "recorded_to": iso_time(recorded_to, "--to"),
+        "metadata": json_option(metadata, "--metadata"),
         "limit": limit,
         "cursor": cursor,
     }
     try:
         query = search_query(**fields)
     except InvalidOperation as error:
-        raise _fail(str(error)) from None
-
-    async def searching(url: str, settings: Settings) -> SearchPage:
-        storage = await open_storage(url, settings, max_size=1)
-        try:
-            return await repository(storage, settings, tenant).search_messages(query)
-        finally:
-            await storage.close()
-
-    with database_errors("search"):
-        settings = load_settings()
-        with open_database(settings) as database:
-            try:
-                page = asyncio.run(searching(database.url, settings))
-            except InvalidOperation as error:
-                raise _fail(str(error)) from None
-    _show(page, as_json)
+        raise fail(str(error)) from None
+    _show(read_with("search", tenant, lambda store: store.search_messages(query)), as_json)
 
 
 def _snippet(hit: SearchHit) -> Text:
@@ -126,12 +85,10 @@ def _snippet(hit: SearchHit) -> Text:
 
 
 def _show(page: SearchPage, as_json: bool) -> None:
-    if as_json:
-        for hit in page.hits:
-            typer.echo(hit.model_dump_json())
-        if page.next_cursor is not None:
-            Console(stderr=True).print(f"next cursor: {page.next_cursor}")
-        return
+    show_page(page.hits, page.next_cursor, as_json, lambda: _table(page))
+
+
+def _table(page: SearchPage) -> Table:
     table = Table(title=f"{len(page.hits)} hit(s), newest first")
     for column in ("conversation", "seq", "role", "agent", "batch", "recorded", "snippet"):
         table.add_column(column, overflow="fold")
@@ -145,10 +102,7 @@ def _show(page: SearchPage, as_json: bool) -> None:
             hit.recorded_at.isoformat(timespec="seconds"),
             _snippet(hit),
         )
-    console = Console()
-    console.print(table)
-    if page.next_cursor is not None:
-        console.print(f"more: --cursor {page.next_cursor}")
+    return table
 
 
 search_index = typer.Typer(
@@ -178,7 +132,7 @@ def _index_command(action: str, kinds: tuple[str, ...]) -> None:
         elif kind == "substring":
             chosen.append("substring")
         else:
-            raise _fail(f"no search index {kind!r}: text or substring")
+            raise fail(f"no search index {kind!r}: text or substring")
     change = {
         "enable": search_indexes.enable,
         "disable": search_indexes.disable,
@@ -193,7 +147,7 @@ def _index_command(action: str, kinds: tuple[str, ...]) -> None:
             try:
                 now = [change(conn, kind) for kind in chosen]
             except InvalidOperation as error:
-                raise _fail(str(error)) from None
+                raise fail(str(error)) from None
     console = Console()
     for index in now:
         if index.present and index.valid:

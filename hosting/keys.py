@@ -203,9 +203,10 @@ class KeyLookup:
     database: one prepared statement, one round trip, on a small pool of its
     own.
 
-    (Asked through a SQLAlchemy engine at every request, it was a pre-ping
-    and the query, two round trips, and a sixth of the server's CPU for an
-    append; with four connections, eight concurrent requests queued for them.)
+    (Asked through a SQLAlchemy engine, it was a pre-ping and the query, two
+    round trips and a large share of the server's CPU for an append; with
+    four connections, eight concurrent requests queued for them: measured
+    in docs/operations.md, "Worker processes".)
     """
 
     def __init__(

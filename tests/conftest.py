@@ -9,7 +9,7 @@ The server is found in this order:
 
 The schema is built once per session with `alembic upgrade head` into a
 template database; each test that asks for `database_url` gets a fresh
-`CREATE DATABASE … TEMPLATE …` (about 60 ms), so tests commit for real —
+`CREATE DATABASE … TEMPLATE …` (a file copy, cheap), so tests commit for real —
 concurrency tests need real commits — and never see each other's rows.
 """
 
@@ -161,6 +161,18 @@ async def engine(database_url: str, settings: Settings) -> AsyncIterator[AsyncEn
     engine = make_async_engine(database_url, settings, pool_size=20, max_overflow=10)
     yield engine
     await engine.dispose()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.integration),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend a contract or API test runs on: each such test runs on both."""
+    name: str = request.param
+    return name
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -28,6 +28,7 @@ from fastapi.responses import StreamingResponse
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
+from api.routes.parameters import limit_query
 from api.routing import JSONRoute
 from api.schemas import ConversationIdPath
 from store.domain.feed import (
@@ -54,8 +55,7 @@ AfterQuery = Annotated[
     ),
 ]
 LimitQuery = Annotated[
-    int,
-    Query(ge=1, le=MAX_FEED_LIMIT, description=f"At most this many events (1-{MAX_FEED_LIMIT})."),
+    int, limit_query(f"At most this many events (1-{MAX_FEED_LIMIT}).", maximum=MAX_FEED_LIMIT)
 ]
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Query, Response
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
+from api.routes.parameters import cursor_query, limit_query
 from api.routing import JSONRoute
 from api.schemas import (
     AgentQuery,
@@ -56,15 +57,12 @@ async def read_window(
     batch: BatchQuery = None,
     agent_id: AgentQuery = None,
     limit: Annotated[
-        int,
-        Query(ge=1, le=MAX_READ_LIMIT, description=f"At most this many (1..{MAX_READ_LIMIT})."),
+        int, limit_query(f"At most this many (1..{MAX_READ_LIMIT}).", maximum=MAX_READ_LIMIT)
     ] = MAX_READ_LIMIT,
     cursor: Annotated[
         str | None,
-        Query(
-            max_length=MAX_CURSOR_CHARS,
-            pattern=r"^[A-Za-z0-9_-]+$",
-            description=f"The previous page's `{NEXT_CURSOR_HEADER}` header.",
+        cursor_query(
+            f"The previous page's `{NEXT_CURSOR_HEADER}` header.", max_length=MAX_CURSOR_CHARS
         ),
     ] = None,
 ) -> list[StoredMessage]:
@@ -100,7 +98,7 @@ async def list_messages(
         Query(ge=1, le=MAX_BIGINT, description="Only messages before this seq (next desc page)."),
     ] = None,
     limit: Annotated[
-        int, Query(ge=1, le=MAX_READ_LIMIT, description=f"Page size, 1..{MAX_READ_LIMIT}.")
+        int, limit_query(f"Page size, 1..{MAX_READ_LIMIT}.", maximum=MAX_READ_LIMIT)
     ] = 100,
     order: Annotated[
         Literal["asc", "desc"],

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
+from api.routes.parameters import cursor_query, limit_query, name_filter
 from api.routing import JSONRoute
 from store.domain.errors import InvalidOperation
 from store.domain.inputs import MAX_AGENT_ID_CHARS, MAX_ID_CHARS, MAX_INTEGER
@@ -77,30 +78,27 @@ async def search_messages(
     role: Annotated[Role | None, Query(description="Only this role's messages.")] = None,
     agent_id: Annotated[
         str | None,
-        Query(
-            min_length=1,
+        name_filter(
+            "Only this agent's messages (`main` or a sub-agent's id).",
             max_length=MAX_AGENT_ID_CHARS,
-            description="Only this agent's messages (`main` or a sub-agent's id).",
-            examples=["main"],
+            example="main",
         ),
     ] = None,
     kind: Annotated[MessageKind | None, Query(description="Only this kind of message.")] = None,
     tool_name: Annotated[
         str | None,
-        Query(
-            min_length=1,
+        name_filter(
+            "Only tool calls of this tool and their results.",
             max_length=MAX_ID_CHARS,
-            description="Only tool calls of this tool and their results.",
-            examples=["read_file"],
+            example="read_file",
         ),
     ] = None,
     conversation_id: Annotated[
         str | None,
-        Query(
-            min_length=1,
+        name_filter(
+            "Only this conversation (its id, as its creator chose it).",
             max_length=MAX_ID_CHARS,
-            description="Only this conversation (its id, as its creator chose it).",
-            examples=["user-123"],
+            example="user-123",
         ),
     ] = None,
     batch: Annotated[
@@ -136,15 +134,12 @@ async def search_messages(
         ),
     ] = None,
     limit: Annotated[
-        int,
-        Query(ge=1, le=MAX_SEARCH_LIMIT, description=f"Hits per page, 1..{MAX_SEARCH_LIMIT}."),
+        int, limit_query(f"Hits per page, 1..{MAX_SEARCH_LIMIT}.", maximum=MAX_SEARCH_LIMIT)
     ] = DEFAULT_SEARCH_LIMIT,
     cursor: Annotated[
         str | None,
-        Query(
-            max_length=MAX_CURSOR_CHARS,
-            pattern=r"^[A-Za-z0-9_-]+$",
-            description="The previous page's `next_cursor`, for the next page.",
+        cursor_query(
+            "The previous page's `next_cursor`, for the next page.", max_length=MAX_CURSOR_CHARS
         ),
     ] = None,
 ) -> SearchPage:

@@ -570,8 +570,8 @@ class GoogleADK(System):
         await self.service.append_event(thread, stamped(item))
 
     async def load(self, thread: Any, items: Sequence[Any]) -> None:
-        # Untimed. append_event one event at a time (≈10 ms each) would take
-        # minutes for 15k events; these are the rows append_event writes (the
+        # Untimed. append_event one event at a time would take minutes for
+        # 15k events; these are the rows append_event writes (the
         # service's own StorageEvent.from_event), 1,000 per transaction, with
         # timestamps 10 µs apart (get_session orders by timestamp).
         schema = self.service._get_schema_classes()

@@ -1,13 +1,9 @@
 """The event log: conversation streams, events, idempotent append requests.
 
-Revision ID: 0001_event_log
-Revises:
 Create Date: 2026-11-21
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
@@ -15,8 +11,6 @@ from sqlalchemy.dialects import postgresql
 
 revision: str = "0001_event_log"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -1,14 +1,10 @@
 """Projections: messages, per-role index (LIST partitions), batches and
 their members, tool calls, agent profiles, context slots.
 
-Revision ID: 0002_projections
-Revises: 0001_event_log
 Create Date: 2026-11-21
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
@@ -16,8 +12,6 @@ from sqlalchemy.dialects import postgresql
 
 revision: str = "0002_projections"
 down_revision: str | None = "0001_event_log"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 ROLES = ("system", "user", "assistant", "tool")
 UUID = postgresql.UUID(as_uuid=True)

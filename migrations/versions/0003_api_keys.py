@@ -1,13 +1,9 @@
 """API keys: one row per key, tenant-scoped; only the key's sha256 is stored.
 
-Revision ID: 0003_api_keys
-Revises: 0002_projections
 Create Date: 2026-11-21
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
@@ -15,8 +11,6 @@ from sqlalchemy.dialects import postgresql
 
 revision: str = "0003_api_keys"
 down_revision: str | None = "0002_projections"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 TIMESTAMP = sa.DateTime(timezone=True)
 

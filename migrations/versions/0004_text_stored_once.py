@@ -24,21 +24,15 @@ Existing data is kept: every dropped value is in the events already. The
 space of dropped columns is reclaimed by the next table rewrite (`VACUUM
 FULL`, or `pg_repack`), not by this migration.
 
-Revision ID: 0004_text_stored_once
-Revises: 0003_api_keys
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from alembic import op
+from migrations.steps import statement_steps
 
 revision: str = "0004_text_stored_once"
 down_revision: str | None = "0003_api_keys"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 UPGRADE = [
     # The views' head moves into the stream row.
@@ -162,12 +156,4 @@ DOWNGRADE = [
     " DROP COLUMN role_counts",
 ]
 
-
-def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
-
-
-def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+upgrade, downgrade = statement_steps(UPGRADE, DOWNGRADE)

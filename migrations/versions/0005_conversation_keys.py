@@ -6,23 +6,18 @@ the id itself in `conversations.key`. Existing conversations keep their
 UUID as their id: their rows are re-keyed to the derived uuid, in every
 table that names a conversation.
 
-Revision ID: 0005_conversation_keys
-Revises: 0004_text_stored_once
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005_conversation_keys"
 down_revision: str | None = "0004_text_stored_once"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # A copy of store.domain.conversation_keys' namespace: a migration must not change
 # when the code does.

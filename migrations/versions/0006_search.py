@@ -15,21 +15,15 @@ that carry content (`message_appended`, `message_edited`):
 
 See docs/search.md.
 
-Revision ID: 0006_search
-Revises: 0005_conversation_keys
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from alembic import op
+from migrations.steps import statement_steps
 
 revision: str = "0006_search"
 down_revision: str | None = "0005_conversation_keys"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # The first 100,000 characters are searchable: a tsvector is limited to
 # 1 MB, and an append must never fail because its text is too long to index.
@@ -76,12 +70,4 @@ DOWNGRADE: list[str] = [
     "DROP FUNCTION IF EXISTS convo_search_text(json)",
 ]
 
-
-def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
-
-
-def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+upgrade, downgrade = statement_steps(UPGRADE, DOWNGRADE)

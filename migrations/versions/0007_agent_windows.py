@@ -17,21 +17,15 @@ is then left behind: its messages read from the main agent's batch); the
 `message_pinned` and `conversation_forked` events stay in the log, and the
 older code cannot replay them (`convo rebuild`).
 
-Revision ID: 0007_agent_windows
-Revises: 0006_search
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from alembic import op
+from migrations.steps import statement_steps
 
 revision: str = "0007_agent_windows"
 down_revision: str | None = "0006_search"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 UPGRADE: list[str] = [
     "ALTER TABLE conversations ADD COLUMN agent_batches jsonb NOT NULL DEFAULT '{}'::jsonb",
@@ -47,12 +41,4 @@ DOWNGRADE: list[str] = [
     "ALTER TABLE conversations DROP COLUMN agent_batches",
 ]
 
-
-def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
-
-
-def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+upgrade, downgrade = statement_steps(UPGRADE, DOWNGRADE)

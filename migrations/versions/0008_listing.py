@@ -1,20 +1,14 @@
 """Listing conversations: filters and keyset order.
 
-Revision ID: 0008_listing
-Revises: 0007_agent_windows
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from alembic import op
+from migrations.steps import statement_steps
 
 revision: str = "0008_listing"
 down_revision: str | None = "0007_agent_windows"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # Listing pages by (created_at, id) within a tenant: ties by id are part of
 # the index, so a page is one index range. Metadata containment (`@>`) uses
@@ -34,12 +28,4 @@ DOWNGRADE: list[str] = [
     "DROP INDEX ix_conversations_tenant_created_at_id",
 ]
 
-
-def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
-
-
-def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+upgrade, downgrade = statement_steps(UPGRADE, DOWNGRADE)

@@ -1,43 +1,40 @@
 """Search costs an append less: the text is derived without a SQL call, and
 the substring index is opt-in.
 
-Measured on one server, single-message appends (docs/search.md, "What an
-append pays for search"): with both 0006 indexes an append took ~1.7× its
-time without them, and the events' indexes grew ~3.5 KB a message while
-the pending lists were young. Two causes, two changes:
+With both 0006 indexes an append took much longer than without them, and
+the events' indexes grew by several times the message's own size while
+the pending lists were young (measured: docs/search.md, "What an append
+pays for search"). Two causes, two changes:
 
 - `convo_search_text` was a SQL function with a FROM clause and STRICT,
   which PostgreSQL cannot inline: every insert into `events` ran it through
-  the SQL-function executor once per index (~0.1 ms each). It is now one
+  the SQL-function executor once per index. It is now one
   expression (no FROM, not STRICT), which the planner inlines into the
   index expressions; the rare content array goes through
   `convo_search_parts`. Its results are the same for every input (NULL for
   a null, for no content, for content that is neither string nor array),
   so the index built by 0006 stays valid and is not rebuilt.
 - The trigram index (`ix_events_search_substring`, substring search) was
-  the bigger of the two — ~340 bytes a message even when bulk-built, and a
-  trigram posting per three characters on every append. It is dropped here
+  the bigger of the two, even when bulk-built, and a trigram posting per
+  three characters on every append. It is dropped here
   and becomes an operator's choice: `convo search-index enable substring` builds
   it (CONCURRENTLY: appends go on meanwhile), `disable substring` drops it.
   Substring search works without it, reading the searched conversations'
   events (docs/search.md).
 
-Revision ID: 0009_search_off_the_append
-Revises: 0008_listing
 Create Date: 2026-11-23
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import ModuleType
 
 from alembic import context, op
 
+from migrations.steps import execute_all
+
 revision: str = "0009_search_off_the_append"
 down_revision: str | None = "0008_listing"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # The text parts of a content array, joined by newlines (the 0006 rule).
 SEARCH_PARTS_FUNCTION = (
@@ -81,8 +78,7 @@ def _search_0006() -> ModuleType:
 
 
 def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
+    execute_all(UPGRADE)
     schema = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
     op.execute(search_text_function(schema))
 

@@ -4,10 +4,11 @@ member of the batch it arrived in by its own row (`messages.batch`,
 carries into a new batch are rows of their own (`batch_carried`).
 
 Until now `batch_members` held a row for every message in the batch it
-arrived in, copying three columns of `messages` (129 bytes a message, table
-and primary key, after 5,000 appends) and costing every append an insert
-into one more table. An index on `messages (conversation_id, batch,
-sort_key)` walks the same rows in the same order for 54 bytes a message.
+arrived in, copying three columns of `messages` (a row and a primary-key
+entry per message) and costing every append an insert into one more table.
+An index on `messages (conversation_id, batch, sort_key)` walks the same
+rows in the same order in less than half the space (docs/storage.md, "What
+went, and what it cost").
 
 `batch_members` stays, as a view (both kinds of member, the columns as
 before), for people's queries; the store's statements name the two sources
@@ -16,21 +17,15 @@ themselves (store/postgres/shared_sql.py, docs/storage.md).
 Upgrading moves nothing out of the log: the arrival rows that are deleted are
 exactly the ones the messages' own rows now stand for.
 
-Revision ID: 0011_members_carried
-Revises: 0010_search_pending_list
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0011_members_carried"
 down_revision: str | None = "0010_search_pending_list"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 MEMBERS_VIEW = (
     "CREATE VIEW batch_members AS"

@@ -4,11 +4,11 @@ LIST-partitioned copy of three of its columns.
 
 `message_role_index` held, for every message, its conversation, role,
 ordinal and seq: columns `messages` already has (`role`, `role_ordinal`,
-`seq`). After 5,000 appends it took 156 bytes a message (a partition's heap,
-its maps and its primary key) and cost every append an insert into one more
-table. A unique index per role, `uq_messages_role_<role>` on
-`messages (conversation_id, role_ordinal) WHERE role = '<role>'`, answers the
-same look-ups, in the same order, for about a third of the bytes, and a read
+`seq`), a partition's heap, its maps and its primary key for every message,
+and cost every append an insert into one more table. A unique index per
+role, `uq_messages_role_<role>` on `messages (conversation_id, role_ordinal)
+WHERE role = '<role>'`, answers the same look-ups, in the same order, in a
+fraction of the space (docs/storage.md, "What went, and what it cost"), and a read
 finds the message's row itself rather than a pointer to it (one probe a row
 fewer).
 
@@ -22,21 +22,15 @@ docs/storage.md "Tables").
 Upgrading moves nothing out of the log: the rows dropped are copies of
 `messages`' columns.
 
-Revision ID: 0012_role_indexes
-Revises: 0011_members_carried
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0012_role_indexes"
 down_revision: str | None = "0011_members_carried"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 ROLES = ("system", "user", "assistant", "tool")
 COLUMNS = "conversation_id, role, role_ordinal AS ordinal, seq, batch"

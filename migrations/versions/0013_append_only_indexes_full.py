@@ -15,21 +15,15 @@ Only pages split from now on are packed; existing ones stay as they are
 until the index is rebuilt (`REINDEX INDEX CONCURRENTLY …`,
 docs/operations.md). The migration rewrites nothing.
 
-Revision ID: 0013_append_only_indexes_full
-Revises: 0012_role_indexes
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from alembic import op
+from migrations.steps import execute_all
 
 revision: str = "0013_append_only_indexes_full"
 down_revision: str | None = "0012_role_indexes"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 APPEND_ONLY = (
     "pk_events",
@@ -44,10 +38,8 @@ APPEND_ONLY = (
 
 
 def upgrade() -> None:
-    for index in APPEND_ONLY:
-        op.execute(f"ALTER INDEX {index} SET (fillfactor = 100)")
+    execute_all(f"ALTER INDEX {index} SET (fillfactor = 100)" for index in APPEND_ONLY)
 
 
 def downgrade() -> None:
-    for index in APPEND_ONLY:
-        op.execute(f"ALTER INDEX {index} RESET (fillfactor)")
+    execute_all(f"ALTER INDEX {index} RESET (fillfactor)" for index in APPEND_ONLY)

@@ -7,9 +7,9 @@ A call is inserted `pending` when its assistant message is appended and set
 completion changed an indexed column: PostgreSQL then writes the row's new
 version wherever it fits and a new entry for it in every index of the table
 (the primary key and the tool-name index too), and the old entries stay
-until a VACUUM. After 5,000 appends with a call every fifth turn, not one
-of the 1,000 completions was HOT, and the table and its indexes took 311
-bytes a call; without the partial index all 1,000 were, and 221.
+until a VACUUM: no completion was HOT. Without the partial index every one
+is, and the table and its indexes are smaller (docs/storage.md, "What went,
+and what it cost").
 
 What the index served: "the calls of this conversation still pending", asked
 by batch operations (which read the whole window anyway) and by the tool
@@ -17,21 +17,15 @@ blocks read with `pending=true`. Both now read the conversation's calls by
 the primary key's prefix, `(conversation_id, …)`, and keep the pending ones:
 a conversation's calls, not the table's.
 
-Revision ID: 0014_tool_calls_in_place
-Revises: 0013_append_only_indexes_full
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0014_tool_calls_in_place"
 down_revision: str | None = "0013_append_only_indexes_full"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

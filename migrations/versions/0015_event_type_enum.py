@@ -3,8 +3,8 @@
 Every event named its type in text: `message_appended`, 17 bytes in every
 row of the log, and the column after it then began at the next 4-byte
 boundary. An enum (`event_type`) keeps the same names and compares, sorts
-and prints as before, in 4 bytes; after 5,000 appends the events heap took
-36 bytes a message less (docs/storage.md, "What went").
+and prints as before, in 4 bytes (what the events heap saved:
+docs/storage.md, "What went, and what it cost").
 
 The statements that write events are unchanged: they hand the type as text,
 and an assignment cast (`text AS event_type`, through the types' text forms)
@@ -19,22 +19,16 @@ indexes are partial on the type, so they are dropped and built again after
 it): on a large log run it in a maintenance window. Nothing in the log
 changes but the column's type.
 
-Revision ID: 0015_event_type_enum
-Revises: 0014_tool_calls_in_place
 Create Date: 2026-11-24
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from alembic import op
 from sqlalchemy import text
 
 revision: str = "0015_event_type_enum"
 down_revision: str | None = "0014_tool_calls_in_place"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # Every event type as of this revision (`store.domain.events`), frozen here.
 EVENT_TYPES = (

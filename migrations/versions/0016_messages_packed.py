@@ -7,10 +7,10 @@ places, and `role_ordinal` was a bigint beside the 4-byte `batch`. No
 conversation can use the upper half of a role's ordinal: the store refuses
 an append past 2,147,483,647 messages in one conversation (`store.domain.commands`),
 and an ordinal never exceeds the message count. Fixed-width columns now come
-first, widest first, then the variable-length ones: a row is ~10 bytes
-shorter, and after 5,000 appends the table took about 11 bytes a message
-less (docs/storage.md, "What went"). Its indexes keep their sizes (their
-keys are padded to 8 bytes either way).
+first, widest first, then the variable-length ones, so a row carries no
+padding between them (what the table saved: docs/storage.md, "What went,
+and what it cost"). Its indexes keep their sizes (their keys are padded to
+8 bytes either way).
 
 PostgreSQL cannot reorder a table's columns in place, so the rows are copied
 into a new table, which takes the old one's name, indexes, constraints and
@@ -19,8 +19,6 @@ from the catalogue and created again as it was. Every value is kept. On a
 large store run it in a maintenance window: it rewrites `messages` and its
 indexes under an exclusive lock.
 
-Revision ID: 0016_messages_packed
-Revises: 0015_event_type_enum
 Create Date: 2026-11-24
 """
 
@@ -33,8 +31,6 @@ from sqlalchemy import text
 
 revision: str = "0016_messages_packed"
 down_revision: str | None = "0015_event_type_enum"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 PACKED = (
     "conversation_id uuid NOT NULL",

@@ -36,8 +36,8 @@ Message text is hashed as raw UTF-8, never JSON-escaped, and no message is
 re-serialised through pydantic: that is what keeps a cold build of a long
 conversation cheap. (Version 1 was the sha256 of one sorted-key JSON
 document of the format, the system prompt and every prefix message's
-`model_dump`; a digest per message, hashed in turn, was measured slower than
-feeding one running hash.)
+`model_dump`; a digest per message, hashed in turn, is slower than feeding
+one running hash.)
 """
 
 from __future__ import annotations
@@ -48,7 +48,13 @@ from hashlib import sha256
 from typing import Any
 
 from store.assembler.diagnostics import StablePrefix
-from store.domain.codec import STORED_DEFAULT_KIND, decode_row, decode_window
+from store.domain.codec import (
+    decode_row,
+    decode_window,
+    stored_arguments,
+    stored_defaults,
+    stored_kind,
+)
 from store.domain.json_text import sorted_json
 from store.domain.messages import Message, ToolCall
 from store.domain.tokens import TokenCounter, arguments_text, estimate_messages_tokens
@@ -135,8 +141,9 @@ def _plain_parts(message: Message) -> tuple[str, str]:
     """The record of a message with string content, no tool calls and no
     reasoning, up to the body's length, in two parts: before its tool call
     id and after it. Both are the same for every such message of one role,
-    kind and error flag (a tool result's call id is its own: the head of
-    each used to be built anew, a fifth of a 5,000-message prefix)."""
+    kind and error flag (a tool result's call id is its own), so the head
+    of each is not built anew (docs/assembler.md, "What the fingerprint
+    and the renderers cost")."""
     return _lead(message), "\n0:\n0:\ns"
 
 
@@ -165,10 +172,11 @@ def stable_prefix(
 
     The token estimate is made now (`costs`: each prefix message's, when
     already known); the fingerprint when it is first read
-    (`StablePrefix.fingerprint`): hashing every message's text was a fifth
-    of a 5,000-message payload build, for a value a caller that sends the
-    payload and nothing else never reads. The prefix is a tuple of frozen
-    messages, so the value read later is the value of the build.
+    (`StablePrefix.fingerprint`): hashing every message's text is a large
+    share of a payload build (docs/assembler.md, "What the fingerprint and
+    the renderers cost"), for a value a caller that sends the payload and
+    nothing else never reads. The prefix is a tuple of frozen messages, so
+    the value read later is the value of the build.
     """
     messages = tuple(prefix)
     message_tokens = sum(costs if costs is not None else estimate_messages_tokens(messages, count))
@@ -189,37 +197,39 @@ def digest_rows(format: str, system_prompt: str | None, rows: Sequence[Sequence[
     """`fingerprint(...)` of the messages stored as `rows` (each starts with
     the message's event JSON and its latest edit's or None, as
     `store.domain.codec.StoredWindow` holds them), read off the JSON: the same
-    text, without making a `Message` of each row, which was two thirds of
-    the fingerprint of a 5,000-message prefix built from stored JSON
-    (store.assembler.plain). A row with parts or reasoning, whose record
+    text, without making a `Message` of each row, which would cost more
+    than the hashing (store.assembler.plain). A row with parts or reasoning, whose record
     needs their models' full JSON, is decoded."""
     if not _EXACT:
         return _digest(format, system_prompt, decode_window(rows))
     digest = sha256(_header(format, system_prompt))
     update = digest.update
     field = _field
+    no_content, no_reasoning, no_calls, no_error, no_call_id = stored_defaults(
+        "content", "reasoning", "tool_calls", "is_error", "tool_call_id"
+    )
     for row in rows:
         message, edit = row[0]["message"], row[1]
-        content = message.get("content", "") if edit is None else edit["content"]
-        if content.__class__ is not str or message.get("reasoning"):
+        content = message.get("content", no_content) if edit is None else edit["content"]
+        if content.__class__ is not str or message.get("reasoning", no_reasoning):
             update(message_record(decode_row(row)).encode())
             continue
         role = message["role"]
-        kind = message.get("kind") or STORED_DEFAULT_KIND[role].value
-        calls = message.get("tool_calls")
+        kind = stored_kind(message)
+        calls = message.get("tool_calls", no_calls)
         if calls:
             calls_field = field(
                 "".join(
                     f"{len(c['id'])}:{c['id']}{len(c['name'])}:{c['name']}{len(text)}:{text}"
                     for c in calls
-                    for text in (arguments_text(c.get("arguments", {})),)
+                    for text in (arguments_text(stored_arguments(c)),)
                 )
             )
         else:
             calls_field = "0:"
         update(
-            f"{role}\n{kind}\n{'1' if message.get('is_error') else '0'}\n"
-            f"{field(message.get('tool_call_id'))}\n{calls_field}\n0:\n"
+            f"{role}\n{kind}\n{'1' if message.get('is_error', no_error) else '0'}\n"
+            f"{field(message.get('tool_call_id', no_call_id))}\n{calls_field}\n0:\n"
             f"s{len(content)}:{content}\n".encode()
         )
     return digest.hexdigest()
@@ -231,13 +241,14 @@ def _digest(format: str, system_prompt: str | None, prefix: Sequence[Message]) -
     update = digest.update
     # The records of plain messages (string content, no calls, no reasoning:
     # most of a conversation) differ only after their heads, which are made
-    # once per role, kind, flag and call id: building each record field by
-    # field was two thirds of a 5,000-message prefix.
+    # once per role, kind, flag and call id, rather than field by field for
+    # every message (docs/assembler.md, "What the fingerprint and the
+    # renderers cost").
     heads: dict[tuple[Any, ...], tuple[str, str]] = {}
     exact = _EXACT
     for message in prefix:
-        # A model's fields live in its __dict__: read from it, seven
-        # look-ups a message cost half of what attribute reads did.
+        # A model's fields live in its __dict__: read from it, the look-ups
+        # are cheaper than attribute reads.
         fields = message.__dict__
         content = fields["content"]
         if not exact or content.__class__ is not str or fields["reasoning"]:

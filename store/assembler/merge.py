@@ -1,4 +1,4 @@
-"""The optional `merge_same_role` pass (behaviours §5, seed 003).
+"""The optional `merge_same_role` pass (docs/behaviours.md §5).
 
 Adjacent messages of the same role are joined with "\\n" into one; empty
 text is dropped. Unlike the source, a message carrying tool calls or a tool

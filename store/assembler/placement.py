@@ -1,4 +1,4 @@
-"""Where the special block goes (behaviours §1, seeds 000 and 001).
+"""Where the special block goes (docs/behaviours.md §1).
 
 `special_block_index` works on the history the provider will see (the
 visible window after repair and budget trimming, system prompt excluded) and

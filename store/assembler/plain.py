@@ -4,15 +4,14 @@ Most windows need nothing from `assemble`'s passes: every message is text,
 each tool call's results follow it at once, no call id is used twice or
 refused by the provider, and the build asks for no budget, folding or
 merging. For such a window sanitize, normalise and the renamings change
-nothing, and making a `Message` of every row cost more than rendering it:
-of a cold 5,000-message OpenAI Chat build, decoding the rows was 10 ms and
-the passes 18, against 25 for the fetch (docs/assembler.md, "Plain
-windows"). Here one loop over the rows' dicts renders each message and
-checks that it is plain; the first that is not hands the whole window to
-`assemble`, which decodes it. The neutral messages (`Assembly.messages`)
-are decoded only when read; the stable prefix's fingerprint, when read, is
-hashed off the rows (`fingerprint.digest_rows`); the special block is
-placed on a view that decodes only the messages the policy looks at.
+nothing, and making a `Message` of every row costs more than rendering it
+(measured: docs/assembler.md, "Plain windows"). Here one loop over the
+rows' dicts renders each message and checks that it is plain; the first
+that is not hands the whole window to `assemble`, which decodes it. The
+neutral messages (`Assembly.messages`) are decoded only when read; the
+stable prefix's fingerprint, when read, is hashed off the rows
+(`fingerprint.digest_rows`); the special block is placed on a view that
+decodes only the messages the policy looks at.
 
 OpenAI Chat, OpenAI Responses and Anthropic have plain renderers
 (`_PLAIN`, each a `_Target` told the window's messages one by one; a
@@ -41,9 +40,15 @@ from store.assembler.placement import special_block_index
 from store.assembler.reminders import wrap_reminder
 from store.assembler.sanitize import has_non_finite
 from store.assembler.tool_ids import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, IdRule
-from store.domain.codec import StoredWindow, decode_row, decode_window
+from store.domain.codec import (
+    StoredWindow,
+    decode_row,
+    decode_window,
+    stored_arguments,
+    stored_defaults,
+)
 from store.domain.context import AgentProfile, ContextSlots
-from store.domain.messages import MAIN_AGENT, Message
+from store.domain.messages import Message
 from store.domain.tokens import MESSAGE_OVERHEAD, approximate_tokens, arguments_text
 
 Row = Sequence[Any]
@@ -206,35 +211,36 @@ def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | 
     replays, accepts = target.replays, target.rule.accepts
     seen: set[str] = set()  # every call id so far
     waiting: set[str] = set()  # the current block's calls not answered yet
+    no_content, main, no_reasoning, no_call_id, no_error, no_calls = stored_defaults(
+        "content", "agent_id", "reasoning", "tool_call_id", "is_error", "tool_calls"
+    )
     for row in rows:
         message = row[0]["message"]
         edit = row[1]
-        content = message.get("content", "") if edit is None else edit["content"]
-        if content.__class__ is not str or message.get("agent_id", MAIN_AGENT) != agent_id:
+        content = message.get("content", no_content) if edit is None else edit["content"]
+        if content.__class__ is not str or message.get("agent_id", main) != agent_id:
             return None
-        tokens = MESSAGE_OVERHEAD + (len(content) + 3) // 4
-        reasoning = message.get("reasoning")
-        if reasoning:
-            for block in reasoning:
-                if block["provider"] == replays:
-                    return None
-                tokens += (len(block.get("text") or "") + 3) // 4
+        tokens = MESSAGE_OVERHEAD + approximate_tokens(content)
+        for block in message.get("reasoning", no_reasoning):
+            if block["provider"] == replays:
+                return None
+            tokens += approximate_tokens(block.get("text") or "")
         role = message["role"]
         if role == "tool":
-            call_id = message.get("tool_call_id")
+            call_id = message.get("tool_call_id", no_call_id)
             if call_id not in waiting:  # an orphan, a second result, or out of its block
                 return None
             waiting.discard(call_id)
-            tool(call_id, content, message.get("is_error", False))
+            tool(call_id, content, message.get("is_error", no_error))
         elif waiting:  # a block interrupted or left unanswered
             return None
         elif role == "user":
             user(content)
         elif role == "assistant":
             rendered_calls: list[Call] = []
-            for call in message.get("tool_calls", ()):
+            for call in message.get("tool_calls", no_calls):
                 call_id, name = call["id"], call["name"]
-                arguments = call.get("arguments", {})
+                arguments = stored_arguments(call)
                 if call_id in seen or not accepts(call_id):
                     return None
                 if arguments and has_non_finite(arguments):
@@ -243,7 +249,7 @@ def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | 
                 waiting.add(call_id)
                 sent = arguments_json(arguments)
                 counted = sent if sent.isascii() else arguments_text(arguments)
-                tokens += (len(name) + 3) // 4 + (len(counted) + 3) // 4
+                tokens += approximate_tokens(name) + approximate_tokens(counted)
                 rendered_calls.append((call_id, name, arguments, sent))
             assistant(content if content.strip() else "", rendered_calls)
         else:  # a system message mid-window

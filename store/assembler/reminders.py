@@ -1,5 +1,5 @@
 """System reminders: stored as their own system messages (kind `reminder`),
-rendered per provider at read time (behaviours §6, seed 004).
+rendered per provider at read time (docs/behaviours.md §6).
 
 `wrap_reminder` is the `<system-reminder>` text used where a provider has no
 mid-conversation system role (Anthropic, Gemini, the XML protocol).

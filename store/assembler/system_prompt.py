@@ -1,5 +1,5 @@
 """Which text becomes the system prompt, and which role definition goes into
-the special block (behaviours §2, seed 001).
+the special block (docs/behaviours.md §2).
 
 Main agent: the custom system prompt if set; else the role definition is
 promoted to the system prompt *and* stays the first special user message

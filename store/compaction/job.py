@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -87,17 +87,7 @@ Status = Literal[
     "not_found",
     "failed",
 ]
-STATUSES: tuple[Status, ...] = (
-    "compacted",
-    "planned",
-    "below_threshold",
-    "nothing_to_compact",
-    "claimed_elsewhere",
-    "summary_failed",
-    "conflict",
-    "not_found",
-    "failed",
-)
+STATUSES: tuple[Status, ...] = get_args(Status)
 FAILURES: frozenset[Status] = frozenset({"summary_failed", "conflict", "failed"})
 
 DEFAULT_MAX_ATTEMPTS = 5

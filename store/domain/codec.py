@@ -10,8 +10,9 @@ stays what it meant (docs/storage.md, "What went").
 
 On the way out, stored JSON becomes `Message`/`StoredMessage` values by
 construction, not validation: the log only holds what was valid when it
-was written, and re-validating every row was most of what a 5,000-message
-payload build cost (see docs/storage.md).
+was written, and re-validating every row would be most of the cost of
+reading a long window (figures: docs/storage.md, "Why the hot paths are
+written by hand").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -38,18 +40,45 @@ from store.domain.messages import (
 )
 
 # Top-level fields a stored message may leave out, with the value a reader
-# restores. Nested values (parts, calls, reasoning) are kept whole.
-_DEFAULTS: dict[str, Any] = {
-    "content": "",
-    "tool_calls": [],
-    "tool_call_id": None,
-    "is_error": False,
-    "reasoning": [],
-    "agent_id": MAIN_AGENT,
-    "client_message_id": None,
-    "token_estimate": None,
-    "metadata": {},
-}
+# restores: part of the log's format, like `STORED_DEFAULT_KIND`. Nested
+# values (parts, calls, reasoning) are kept whole. Decoding restores them
+# all at once (`_fields`); code that reads the stored JSON itself, without
+# decoding it (the payload build's fast path, `store.assembler.plain`, and
+# the fingerprint of stored rows), reads a field with `stored_field`, or in
+# a loop over rows with the defaults `stored_defaults` gives.
+STORED_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "content": "",
+        "tool_calls": (),
+        "tool_call_id": None,
+        "is_error": False,
+        "reasoning": (),
+        "agent_id": MAIN_AGENT,
+        "client_message_id": None,
+        "token_estimate": None,
+        "metadata": MappingProxyType({}),
+    }
+)
+
+
+def stored_field(data: Mapping[str, Any], name: str) -> Any:
+    """Top-level field `name` of a stored message's JSON (`data`): its value,
+    or the default the log left it out at (`STORED_DEFAULTS`)."""
+    return data.get(name, STORED_DEFAULTS[name])
+
+
+def stored_defaults(*names: str) -> tuple[Any, ...]:
+    """The defaults of the fields `names`, for a loop over many rows that
+    reads each one as `data.get(name, default)`: `stored_field`'s value
+    without a call and a look-up per field of every row."""
+    return tuple(STORED_DEFAULTS[name] for name in names)
+
+
+def stored_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored tool call's arguments: a reader restores empty ones."""
+    arguments: dict[str, Any] = call.get("arguments", {})
+    return arguments
+
 
 _KINDS = {kind.value: kind for kind in MessageKind}
 
@@ -78,8 +107,8 @@ def _fields_set(cls: type[BaseModel]) -> set[str]:
 def _slot_setter(name: str) -> Callable[[BaseModel, Any], None]:
     """The setter of `BaseModel`'s slot `name`, called directly rather than
     through `object.__setattr__`, which looks the name up along the
-    instance's class at every call: 5,000 messages made and set up in 1.6
-    against 2.2 ms."""
+    instance's class at every call (measured: docs/storage.md, "Why the hot
+    paths are written by hand")."""
     setter: Callable[[BaseModel, Any], None] = vars(BaseModel)[name].__set__
     return setter
 
@@ -94,7 +123,7 @@ _SET_PRIVATE = _slot_setter("__pydantic_private__")
 def _build(cls: type[M], values: dict[str, Any]) -> M:
     """An instance of `cls` holding `values` (every field, in order), as
     `model_construct` builds one but without its per-field bookkeeping,
-    which was most of the cost of a 5,000-message read. (The fields-set is
+    which would be most of the cost of a long read. (The fields-set is
     shared per class: frozen models never change it, and a copy copies it.)"""
     instance = cls.__new__(cls)
     _SET_DICT(instance, values)
@@ -129,19 +158,21 @@ def encode_message(message: Message) -> dict[str, Any]:
         return _encode_plain(fields)
     data = message.model_dump(mode="json", include=_MESSAGE_FIELDS)
     if STORED_DEFAULT_KIND[message.role] == message.kind:
-        del data["kind"]  # 16 bytes of every ordinary message's event
-    return {k: v for k, v in data.items() if k not in _DEFAULTS or _DEFAULTS[k] != v}
+        del data["kind"]
+    left_out = STORED_DEFAULTS
+    return {k: v for k, v in data.items() if k not in left_out or fields[k] != left_out[k]}
 
 
 def _encode_plain(fields: dict[str, Any]) -> dict[str, Any]:
     """`encode_message` of a message with text content and no reasoning
     (every message but a few assistant turns), read off its fields: the
     same JSON, key for key and in the same order (`PLAIN_FIELDS`), each
-    left out at its `_DEFAULTS` value. Its only nested models are tool
+    left out at its `STORED_DEFAULTS` value. Its only nested models are tool
     calls, of three JSON fields, so pydantic's serializer (with the
-    `include` filter, a third of the client's time in a 100-message append)
-    is not needed; and the fields are spelled out rather than looped over
-    with the defaults table (half the time: 129 against 256 µs for 100).
+    `include` filter, a large share of the client's time in an append) is
+    not needed; and the fields are spelled out rather than looped over with
+    the defaults table, which took twice as long (measured: docs/storage.md,
+    "Why the hot paths are written by hand").
     `tests/unit/test_codec.py` holds the two paths equal."""
     data: dict[str, Any] = {"role": fields["role"]}
     if content := fields["content"]:
@@ -176,8 +207,14 @@ def with_kind(data: dict[str, Any]) -> dict[str, Any]:
     """A stored message's JSON (`data`, changed in place) naming its kind,
     as readers of the raw log (the feed, raw exports) are shown it."""
     if "kind" not in data:
-        data["kind"] = STORED_DEFAULT_KIND[data["role"]].value
+        data["kind"] = stored_kind(data)
     return data
+
+
+def stored_kind(data: Mapping[str, Any]) -> str:
+    """A stored message's kind, its role's default when the log left it out."""
+    kind: str | None = data.get("kind")
+    return kind or STORED_DEFAULT_KIND[data["role"]].value
 
 
 def _part(raw: Mapping[str, Any]) -> ContentPart:
@@ -212,10 +249,8 @@ def _reasoning(raw: Mapping[str, Any]) -> Reasoning:
 # message starts as a copy of this (one C-level copy and update, rather
 # than a Python call per field).
 _MESSAGE_DEFAULTS: dict[str, Any] = {
-    name: None if name in ("role", "kind") else _DEFAULTS.get(name) for name in Message.model_fields
+    name: STORED_DEFAULTS.get(name) for name in Message.model_fields
 }
-_MESSAGE_DEFAULTS["tool_calls"] = ()
-_MESSAGE_DEFAULTS["reasoning"] = ()
 
 
 # A StoredMessage's: the same, then its own fields, which the reader sets.
@@ -239,9 +274,7 @@ def _fields(
     # Absent from `data` (the usual case), the defaults' empty tuples stand.
     if "tool_calls" in data:
         values["tool_calls"] = tuple(
-            _build(
-                ToolCall, {"id": c["id"], "name": c["name"], "arguments": c.get("arguments", {})}
-            )
+            _build(ToolCall, {"id": c["id"], "name": c["name"], "arguments": stored_arguments(c)})
             for c in data["tool_calls"]
         )
     if "reasoning" in data:
@@ -256,16 +289,16 @@ def collector_paused() -> Iterator[None]:
     """Around decoding many rows at once, or building a payload from them:
     no garbage collection meanwhile.
 
-    A 5,000-message window allocates tens of thousands of small objects
-    and no reference cycles; the collector's passes over them were a third
-    of the decoding time, and ~8% of building an Anthropic payload from it,
-    and collected nothing. It runs again afterwards.
+    A long window allocates tens of thousands of small objects and no
+    reference cycles; the collector's passes over them took a large share
+    of the decoding time (docs/storage.md, "Why the hot paths are written
+    by hand") and collected nothing. It runs again afterwards.
 
     Its first pass afterwards walks every object made meanwhile that is
     still alive, so a read holds one pause from its rows to the values it
     returns, and drops the rows inside it (`PostgresStorage._read_into`):
-    paused around the fetch alone, a 5,000-message build's passes walked
-    the rows too. A pause never spans a query or a wait for a connection
+    paused around the fetch alone, a long build's passes walked the rows
+    too. A pause never spans a query or a wait for a connection
     (the collector would be off for the whole process meanwhile). Nested
     pauses are one.
     """
@@ -285,8 +318,8 @@ def decode_message(data: Mapping[str, Any], *, content: Any = None) -> Message:
 
 def _instances(cls: type[M], values: Iterable[dict[str, Any]]) -> list[M]:
     """`_build(cls, v)` of each of `values`, in one loop, without the
-    collector running: the call per message and the class's fields-set
-    look-up were a tenth of decoding a 5,000-message window."""
+    collector running: a call per message and a look-up of the class's
+    fields-set per message would be paid by every message of a window."""
     new, fields_set = cls.__new__, _fields_set(cls)
     set_dict, set_fields_set, set_extra, set_private = (
         _SET_DICT,
@@ -333,8 +366,8 @@ def decode_window(rows: Iterable[Sequence[Any]]) -> list[Message]:
     JSON, its latest edit's event JSON or None), as the assembler reads
     them (`store.postgres.sql.ASSEMBLY_WINDOW`). The fields of all of them
     are made in one comprehension, then the instances in one loop: a
-    generator per layer (rows to bodies to fields) was a sixth of decoding
-    a 5,000-message window."""
+    generator per layer (rows to bodies to fields) made decoding measurably
+    slower (docs/storage.md, "Why the hot paths are written by hand")."""
     return _instances(
         Message,
         [
@@ -424,7 +457,7 @@ def trusted(cls: type[M], values: dict[str, Any]) -> M:
 def with_fields(message: M, **fields: Any) -> M:
     """A copy of a validated `message` with `fields` changed, for values the
     store computed itself (a token estimate): `model_copy(update=...)`
-    without pydantic's copy protocol, a tenth of a 100-message append."""
+    without pydantic's copy protocol, which an append would pay per message."""
     values = message.__dict__.copy()
     values.update(fields)
     return _build(type(message), values)
@@ -433,7 +466,7 @@ def with_fields(message: M, **fields: Any) -> M:
 def message_text(data: Mapping[str, Any], content: Any = None) -> str:
     """A stored message's text (`Message.text`), without building the message."""
     if content is None:
-        content = data.get("content", "")
+        content = stored_field(data, "content")
     if isinstance(content, str):
         return content
     return "\n".join(p["text"] for p in content if p["type"] == "text")

@@ -62,8 +62,8 @@ class MessageAppended(_Event):
     ) -> MessageAppended:
         """The event of an append the store decided (`store.domain.commands`): its
         numbers computed there, its message validated on the way in. Built
-        without validating again, which ran the message's own checks twice
-        more per message (a tenth of a 100-message append's client time)."""
+        without validating again, which would run the message's own checks
+        twice more per message."""
         values = {
             "type": "message_appended",
             "seq": seq,

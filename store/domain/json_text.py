@@ -3,9 +3,10 @@ for the small documents encoded once per message at every payload build
 (tool call arguments, for the provider and for the token estimate).
 
 `json.JSONEncoder.encode` builds a new C encoder at every call; for a
-two-key arguments object that set-up was half the time (2.3 µs against
-1.0 µs here), and a 5,000-message build with 1,000 tool calls encodes
-2,000 of them. These functions build theirs once. The text is the same,
+small arguments object that set-up costs as much as the encoding
+(docs/storage.md, "Why the hot paths are written by hand"), and a build
+encodes each tool call's arguments twice. These functions build theirs
+once. The text is the same,
 byte for byte: it is the encoder `JSONEncoder.encode` uses, with the same
 settings. Without the C speedups (another Python), they are
 `JSONEncoder.encode`.

@@ -69,8 +69,9 @@ class ViewHead:
 
 # The per-message values below (and `store.repository.port.EventToWrite`) are plain
 # dataclasses, not frozen ones: a frozen dataclass's `__init__` sets each
-# field through `object.__setattr__`: 1.5 against 0.6 µs for a message row,
-# and five such values are made per appended message. They are built for
+# field through `object.__setattr__`, more than twice the cost of a plain
+# one (docs/storage.md, "Why the hot paths are written by hand"), and five
+# such values are made per appended message. They are built for
 # one write, read by a storage, then dropped; nothing changes them.
 
 

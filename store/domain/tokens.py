@@ -16,7 +16,8 @@ from store.domain.messages import ImagePart, Message
 
 TokenCounter = Callable[[str], int]
 
-MESSAGE_OVERHEAD = 3
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 3  # the role and the framing of each message
 IMAGE_TOKENS = 85  # a low-detail image in OpenAI's accounting
 
 # json.dumps(..., sort_keys=True), its encoder built once (store.domain.json_text).
@@ -24,8 +25,10 @@ _sorted_json = sorted_json()
 
 
 def approximate_tokens(text: str) -> int:
-    """About four characters a token, rounded up."""
-    return (len(text) + 3) // 4
+    """About four characters a token, rounded up: the default counter, and
+    the one place the rule is written (the payload build's fast path,
+    `store.assembler.plain`, calls it too)."""
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 def arguments_text(arguments: dict[str, Any]) -> str:
@@ -54,29 +57,17 @@ def estimate_message_tokens(
     return total
 
 
-def _approximate_message_tokens(message: Message) -> int:
-    """`estimate_message_tokens(message, approximate_tokens)`, the counter inlined."""
-    content = message.content
-    if content.__class__ is not str:
-        return estimate_message_tokens(message)
-    total = MESSAGE_OVERHEAD + (len(content) + 3) // 4
-    for call in message.tool_calls:
-        total += (len(call.name) + 3) // 4 + (len(_sorted_json(call.arguments)) + 3) // 4
-    for block in message.reasoning:
-        total += (len(block.text or "") + 3) // 4
-    return total
-
-
 def estimate_messages_tokens(
     messages: Iterable[Message], count: TokenCounter = approximate_tokens
 ) -> list[int]:
-    """`estimate_message_tokens` of each message, in order (the default counter's
-    arithmetic done inline)."""
+    """`estimate_message_tokens` of each message, in order. With the default
+    counter a text-only message (most of a window) is costed in the loop
+    itself, without the general path's checks and loops."""
     if count is not approximate_tokens:
         return [estimate_message_tokens(m, count) for m in messages]
     return [
-        MESSAGE_OVERHEAD + (len(content) + 3) // 4
+        MESSAGE_OVERHEAD + approximate_tokens(content)
         if (content := m.content).__class__ is str and not m.tool_calls and not m.reasoning
-        else _approximate_message_tokens(m)
+        else estimate_message_tokens(m)
         for m in messages
     ]

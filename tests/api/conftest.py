@@ -32,17 +32,6 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("memory", id="memory"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.integration),
-    ]
-)
-def backend(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
 @pytest_asyncio.fixture
 async def wiring(
     backend: str, request: pytest.FixtureRequest

@@ -1,4 +1,5 @@
-"""Schemathesis against the app's own OpenAPI document (issue 10, item 5).
+"""Schemathesis against the app's own OpenAPI document (the HTTP API as
+docs/http-api.md describes it).
 
 The schema is loaded from the in-process app (`GET /openapi.json`), wired
 as `tests/api/conftest.py` wires the in-memory backend, with one key of

@@ -16,7 +16,7 @@ Also here: small message builders the contract modules share, and
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -77,17 +77,6 @@ async def contract_engine(
     await engine.dispose()
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("memory", id="memory"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.integration),
-    ]
-)
-def backend(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
 @pytest.fixture
 def make_repository(backend: str, request: pytest.FixtureRequest) -> RepositoryFactory:
     if backend == "memory":
@@ -141,6 +130,15 @@ def tool(call_id: str, text: str = "result", **extra: Any) -> Message:
 
 def seqs(messages: list[StoredMessage] | tuple[StoredMessage, ...]) -> list[int]:
     return [m.seq for m in messages]
+
+
+def assert_blocks_complete(window: Sequence[StoredMessage]) -> None:
+    """Every tool result in the window follows its call, which is in it too."""
+    calls: set[str] = set()
+    for m in window:
+        calls.update(c.id for c in m.tool_calls)
+        if m.tool_call_id is not None:
+            assert m.tool_call_id in calls, f"result {m.seq} without its call"
 
 
 def roles(messages: list[StoredMessage] | tuple[StoredMessage, ...]) -> list[Role]:

@@ -22,6 +22,7 @@ from store.repository import Repository
 from tests.contract.conftest import (
     RepositoryFactory,
     Snapshot,
+    assert_blocks_complete,
     assistant,
     call,
     seqs,
@@ -53,15 +54,6 @@ async def _conversation(repository: Repository, turns: int = 10) -> str:
     cid = (await repository.create_conversation()).id
     await repository.append_messages(cid, [system("rules"), *_turns(turns)])
     return cid
-
-
-def _complete_blocks(window: Sequence[StoredMessage]) -> None:
-    """Every tool result in the window follows its call, which is in it too."""
-    calls: set[str] = set()
-    for m in window:
-        calls.update(c.id for c in m.tool_calls)
-        if m.tool_call_id is not None:
-            assert m.tool_call_id in calls, f"result {m.seq} without its call"
 
 
 class Failing:
@@ -107,7 +99,7 @@ async def test_a_long_window_gets_a_new_batch_led_by_a_summary(
     assert result.after is not None
     assert result.after.messages == len(window)
     assert not policy.exceeded(len(window), 0)
-    _complete_blocks(window)
+    assert_blocks_complete(window)
     # Nothing deleted: the history still has every message, and batch 1 shows them.
     assert len(await repository.visible_window(cid, batch=1)) == 41
     assert sum((await repository.count_by_role(cid, scope="history")).values()) == 42
@@ -175,7 +167,7 @@ async def test_a_pending_call_is_never_hidden(make_repository: RepositoryFactory
     assert result.boundary_seq is not None
     assert result.boundary_seq <= 14
     await repository.append_messages(cid, [tool("slow", "built")])
-    _complete_blocks(await repository.visible_window(cid, agent_id="main"))
+    assert_blocks_complete(await repository.visible_window(cid, agent_id="main"))
 
 
 async def test_a_pending_first_call_leaves_nothing_to_compact(
@@ -341,7 +333,7 @@ async def test_keep_last_and_pinned_messages_stay(make_repository: RepositoryFac
     assert 6 in shown
     tools = [m for m in window if m.role == "tool"]
     assert len(tools) >= 4
-    _complete_blocks(window)
+    assert_blocks_complete(window)
 
 
 async def test_a_second_compaction_folds_the_first_summary_in(

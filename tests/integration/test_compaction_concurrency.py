@@ -19,6 +19,7 @@ from store.compaction import CompactionJob, CompactionPolicy
 from store.domain.messages import Message, MessageKind, StoredMessage, ToolCall
 from store.postgres import PostgresStorage
 from store.repository import Repository
+from tests.contract.conftest import assert_blocks_complete
 
 TENANT = "acme"
 
@@ -55,14 +56,6 @@ async def _history(repository: Repository, cid: str) -> list[StoredMessage]:
         found += page
         if len(page) < 1000:
             return found
-
-
-def _consistent(window: list[StoredMessage]) -> None:
-    calls: set[str] = set()
-    for m in window:
-        calls.update(c.id for c in m.tool_calls)
-        if m.tool_call_id is not None:
-            assert m.tool_call_id in calls, f"result {m.seq} without its call"
 
 
 @pytest_asyncio.fixture
@@ -109,7 +102,7 @@ async def test_appends_during_compaction_lose_nothing(storage: PostgresStorage) 
         assert len(history) == 1 + 30 * 4 + appended[cid] + 1
         assert kinds.count(MessageKind.SUMMARY) == 1
         window = await repository.visible_window(cid, agent_id="main")
-        _consistent(window)
+        assert_blocks_complete(window)
         summary = next(m for m in window if m.kind == MessageKind.SUMMARY)
         first, last = summary.metadata["compaction"]["covers"]
         shown = {m.seq for m in window}

@@ -159,7 +159,8 @@ async def test_role_reads_reuse_their_plans_whatever_the_conversations_sizes(
     plan made for the call's conversation looks cheaper: a small
     conversation in a database of a few, one of them big. (Without the
     ordinal range of `sql.recent_in_history`, its last N was planned anew at
-    every call there: 0.25 ms of planning on a 0.05 ms read.)"""
+    every call there, the planning costing more than the read:
+    docs/storage.md, "Short reads".)"""
     storage = await PostgresStorage.connect(database_url, min_size=1, max_size=1)
     try:
         repository = Repository(storage)

@@ -46,6 +46,15 @@ async def _rows(storage: PostgresStorage, statement: str, params: Any = None) ->
         return [tuple(r) for r in await cursor.fetchall()]
 
 
+async def _assert_no_view_rows(storage: PostgresStorage, stream: Any, why: str) -> None:
+    """No projection table holds a row of the conversation `stream`."""
+    for table in PROJECTION_TABLES:
+        [(left,)] = await _rows(
+            storage, f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s", (stream,)
+        )
+        assert left == 0, f"{table.name}: {why}"
+
+
 async def test_each_role_has_its_own_index_table(
     storage: PostgresStorage, repository: Repository
 ) -> None:
@@ -106,13 +115,7 @@ async def test_delete_purges_everything_but_a_tombstone(
     await repository.update_slot(cid, "useful_info", "x")
     await repository.delete(cid)
 
-    for table in PROJECTION_TABLES:
-        [(left,)] = await _rows(
-            storage,
-            f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s",
-            (sid,),
-        )
-        assert left == 0, f"{table.name} kept rows of a deleted conversation"
+    await _assert_no_view_rows(storage, sid, "kept rows of a deleted conversation")
     remaining = await _rows(
         storage, "SELECT version, type, data FROM events WHERE conversation_id = %s", (sid,)
     )
@@ -173,13 +176,20 @@ async def test_rebuild_of_all_conversations_restores_dropped_views(
     assert {cid: await state(cid) for cid in (first, second)} == before
     with pytest.raises(ConversationDeleted):
         await repository.visible_window(gone)
-    for table in PROJECTION_TABLES:
-        [(left,)] = await _rows(
-            storage,
-            f"SELECT count(*) FROM {table.name} WHERE conversation_id = %s",
-            (gone,),
-        )
-        assert left == 0, f"rebuild gave the deleted conversation {table.name} rows"
+    await _assert_no_view_rows(storage, gone, "rebuild gave the deleted conversation rows")
+
+
+def _stored_session(database_url: str) -> str:
+    """`_session` run on its own connection, for the commands' tests."""
+
+    async def store_session() -> str:
+        storage = await PostgresStorage.connect(database_url)
+        try:
+            return await _session(Repository(storage))
+        finally:
+            await storage.close()
+
+    return asyncio.run(store_session())
 
 
 def test_rebuild_command(database_url: str) -> None:
@@ -189,14 +199,7 @@ def test_rebuild_command(database_url: str) -> None:
 
 
 def test_rebuild_command_rebuilds_one_conversation(database_url: str) -> None:
-    async def store_session() -> str:
-        storage = await PostgresStorage.connect(database_url)
-        try:
-            return await _session(Repository(storage))
-        finally:
-            await storage.close()
-
-    cid = asyncio.run(store_session())
+    cid = _stored_session(database_url)
     env = {"DATABASE_URL": database_url}
     result = CliRunner().invoke(app, ["rebuild", "-c", str(cid)], env=env)
     assert result.exit_code == 0, result.output
@@ -226,14 +229,7 @@ async def test_demo_session_runs_end_to_end(
 
 
 def test_assemble_command_builds_a_stored_conversations_payload(database_url: str) -> None:
-    async def store_session() -> str:
-        storage = await PostgresStorage.connect(database_url)
-        try:
-            return await _session(Repository(storage))
-        finally:
-            await storage.close()
-
-    cid = asyncio.run(store_session())
+    cid = _stored_session(database_url)
     runner = CliRunner()
     env = {"DATABASE_URL": database_url}
     result = runner.invoke(app, ["assemble", "-f", "gemini", "-c", str(cid)], env=env)

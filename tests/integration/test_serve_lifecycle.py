@@ -95,6 +95,20 @@ def _start_serving(data_dir: Path, *extra: str) -> tuple[subprocess.Popen[str], 
     pytest.fail("convo serve did not answer /health in time")
 
 
+def _stopped_cleanly(process: subprocess.Popen[str], stop: signal.Signals, pgdata: Path) -> None:
+    """Send `stop`; the server must exit 0, its embedded PostgreSQL with it,
+    and say what stopped it."""
+    try:
+        process.send_signal(stop)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert not _postmaster_running(pgdata)
+    lines = [json.loads(line) for line in stderr.splitlines() if line.strip()]
+    assert f"stopped by {stop.name}" in [line["message"] for line in lines]
+
+
 @pytest.mark.parametrize(
     "stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
 )
@@ -107,15 +121,11 @@ def test_a_stop_signal_stops_the_server_and_the_embedded_postgres(
         assert httpx.get(f"{base}/ready", timeout=5).json() == {"status": "ready"}
         assert _postmaster_running(pgdata)
         assert _handles(pgdata) == [process.pid]
-        process.send_signal(stop)
-        _, stderr = process.communicate(timeout=60)
-    finally:
+    except BaseException:
         process.kill()
-    assert process.returncode == 0, stderr
-    assert not _postmaster_running(pgdata)
+        raise
+    _stopped_cleanly(process, stop, pgdata)
     assert _handles(pgdata) == []
-    lines = [json.loads(line) for line in stderr.splitlines() if line.strip()]
-    assert f"stopped by {stop.name}" in [line["message"] for line in lines]
 
 
 def test_a_killed_server_is_stopped_by_the_next_command(data_dir: Path) -> None:
@@ -143,11 +153,7 @@ def test_worker_processes_serve_and_stop_with_the_embedded_postgres(
     try:
         for _ in range(6):  # spread over the workers: each has its own pool
             assert httpx.get(f"{base}/ready", timeout=5).json() == {"status": "ready"}
-        process.send_signal(stop)
-        _, stderr = process.communicate(timeout=60)
-    finally:
+    except BaseException:
         process.kill()
-    assert process.returncode == 0, stderr
-    assert not _postmaster_running(pgdata)
-    lines = [json.loads(line) for line in stderr.splitlines() if line.strip()]
-    assert f"stopped by {stop.name}" in [line["message"] for line in lines]
+        raise
+    _stopped_cleanly(process, stop, pgdata)

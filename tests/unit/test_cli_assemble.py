@@ -139,7 +139,7 @@ def test_console_script_reports_a_configuration_error(convo: Path) -> None:
     )
 
 
-# --- issue 11 ----------------------------------------------------------------------------
+# --- payloads the providers refused before (docs/assembler.md, "Validator") ---
 
 
 def test_an_image_only_assistant_turn_with_a_thought_signature_assembles_for_gemini() -> None:

@@ -59,8 +59,9 @@ class Turns:
         turn's (callers pass a fresh one).
 
         The caller says how many lead, rather than the turn asking each block:
-        it built them, and a predicate called per block was a third of
-        rendering a long conversation."""
+        it built them, and a predicate called per block would be paid by
+        every block of a long conversation (docs/assembler.md, "What the
+        fingerprint and the renderers cost")."""
         if not blocks:
             return
         ordinary = lead < len(blocks)

@@ -1,5 +1,5 @@
 """The Sentra XML tool protocol, for models without native function calling
-(behaviours §5, seed 003): `{"messages": [...]}` in OpenAI Chat shape with
+(docs/behaviours.md §5): `{"messages": [...]}` in OpenAI Chat shape with
 no `tool_calls` and no `tool` role.
 
 Each tool round (an assistant message with calls + their results) becomes
@@ -172,7 +172,7 @@ def render(conversation: Conversation, *, final_instruction: str | None) -> Rend
         i += 1
     messages = chat.finish()
     if final_instruction:
-        # Folded in, so the task and the instruction read as one request (seed 003).
+        # Folded in, so the task and the instruction read as one request (docs/behaviours.md §5).
         if messages and messages[-1]["role"] == "user":
             messages[-1]["content"] = _join(messages[-1]["content"], final_instruction)
         else:

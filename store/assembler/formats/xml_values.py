@@ -1,4 +1,4 @@
-"""Typed values of the Sentra XML tool protocol (behaviours §5, seed 003).
+"""Typed values of the Sentra XML tool protocol (docs/behaviours.md §5).
 
 `<string>` (escaped), `<number>`, `<boolean>`, `<null/>`, `<array>` of
 values, `<object>` of `<parameter name="k">` values. Non-finite numbers

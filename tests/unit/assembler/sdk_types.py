@@ -1,4 +1,5 @@
-"""Payloads checked against the providers' own SDK request types (issue 11).
+"""Payloads checked against the providers' own SDK request types
+(docs/assembler.md, "The SDK types check").
 
 | format | SDK type the whole request body is validated as |
 |---|---|

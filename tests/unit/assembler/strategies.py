@@ -2,7 +2,7 @@
 property test (`test_properties`) and the SDK-types property test
 (`test_sdk_types`).
 
-Besides ordinary turns they make what broke payloads before (issue 11):
+Besides ordinary turns they make what broke payloads before (docs/assembler.md, "Validator"):
 empty windows (no step, or only another agent's), image-only assistant
 turns with reasoning, thinking blocks with signatures, Gemini thought
 signatures, tool ids a provider refuses (`functions.ls:0`, spaces, pipes,

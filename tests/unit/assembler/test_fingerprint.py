@@ -3,7 +3,7 @@ exactly the text the definition (`fingerprint`, `message_record`) names."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.assembler.diagnostics import Diagnostics, StablePrefix
@@ -18,9 +18,7 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-@settings(
-    max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=200, database=None)
 @given(
     conversation=conversations(),
     system_prompt=st.none() | st.sampled_from(["", "be brief", "é\n"]),

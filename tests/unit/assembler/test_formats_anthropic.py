@@ -160,7 +160,7 @@ def test_repair_indexes_follow_the_inserted_user_turn() -> None:
     assert found == {"inserted_user_turn": 0, "merged_for_alternation": 1, "hoisted_thinking": 1}
 
 
-# --- issue 11 ----------------------------------------------------------------------------
+# --- payloads the providers refused before (docs/assembler.md, "Validator") ---
 
 
 def _kimi_round(call_id: str = "functions.ls:0") -> list[Message]:

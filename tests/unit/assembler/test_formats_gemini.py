@@ -83,7 +83,7 @@ def test_results_and_the_user_words_after_them_are_one_content_not_a_repair() ->
     assert assembly.diagnostics.repairs == ()
 
 
-# --- issue 11 ----------------------------------------------------------------------------
+# --- payloads the providers refused before (docs/assembler.md, "Validator") ---
 
 SIGNED = (Reasoning(provider="gemini", signature="Z3NpZw=="),)
 

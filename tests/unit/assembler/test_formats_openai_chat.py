@@ -49,7 +49,7 @@ def test_no_cache_breakpoints_for_openai() -> None:
     assert assembly.diagnostics.cache_breakpoints == ()
 
 
-# --- issue 11 ----------------------------------------------------------------------------
+# --- payloads the providers refused before (docs/assembler.md, "Validator") ---
 
 
 def _round(call_id: str) -> list[Message]:

@@ -78,7 +78,7 @@ def test_images_become_input_image_parts() -> None:
     }
 
 
-# --- issue 11 ----------------------------------------------------------------------------
+# --- payloads the providers refused before (docs/assembler.md, "Validator") ---
 
 
 def test_assistant_text_items_are_output_messages_with_an_id_and_a_status() -> None:

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.assembler import (
@@ -23,6 +23,7 @@ from store.assembler.plain import _PLAIN, _render
 from store.domain.codec import StoredWindow, encode_message
 from store.domain.context import AgentProfile, ContextSlots
 from store.domain.messages import Message, MessageKind, Reasoning, ToolCall
+from store.domain.tokens import estimate_message_tokens, estimate_messages_tokens
 from tests.unit.assembler.strategies import (
     conversations,
     option_values,
@@ -138,9 +139,8 @@ def _same(
         assert built.messages == expected.messages, format
 
 
-@settings(
-    max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@pytest.mark.slow
+@settings(max_examples=300, database=None)
 @given(
     data=st.data(),
     window=plain_windows(),
@@ -166,9 +166,27 @@ def test_a_plain_window_takes_the_plain_path_and_builds_what_assemble_builds(
     _same(rows, data.draw(profiles_for[agent]), slots, options)
 
 
-@settings(
-    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=100, database=None)
+@given(data=st.data(), window=plain_windows())
+def test_the_plain_paths_token_estimates_are_the_domains(
+    data: st.DataObject, window: tuple[list[Message], str]
+) -> None:
+    # The fast path costs each message off its stored JSON; the estimate is
+    # `store.domain.tokens`' rule, whichever path a build takes.
+    messages, agent = window
+    size = len(messages)
+    edited = data.draw(st.lists(st.none() | words, min_size=size, max_size=size))
+    rows = stored_rows(messages, edited)
+    expected = estimate_messages_tokens(StoredWindow(rows).messages())
+    assert expected == [estimate_message_tokens(m) for m in StoredWindow(rows).messages()]
+    for make in _PLAIN.values():
+        costs = _render(rows, agent, make())
+        if costs is not None:
+            assert costs == expected
+
+
+@pytest.mark.slow
+@settings(max_examples=150, database=None)
 @given(
     data=st.data(),
     conversation=conversations(),

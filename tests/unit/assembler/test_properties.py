@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.assembler import (
@@ -27,9 +28,8 @@ from tests.unit.assembler.strategies import conversations, option_values, profil
 NATIVE = [f for f in ProviderFormat if f is not ProviderFormat.XML_TOOLS]
 
 
-@settings(
-    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@pytest.mark.slow
+@settings(max_examples=150, database=None)
 @given(data=st.data(), conversation=conversations(), slots=slot_values, options=option_values)
 def test_every_policy_and_format_gives_a_valid_payload_with_one_logical_sequence(
     data: st.DataObject,

@@ -1,5 +1,6 @@
 """What no provider can take, made sendable before anything else: reused
-call ids and non-finite argument numbers (issue 11)."""
+call ids and non-finite argument numbers (docs/assembler.md, "Provider
+details")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""System prompt and role definition (behaviours §2, seed 001)."""
+"""System prompt and role definition (docs/behaviours.md §2)."""
 
 from __future__ import annotations
 

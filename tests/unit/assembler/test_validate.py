@@ -203,7 +203,7 @@ def test_ensure_valid_raises_with_every_violation_named() -> None:
     assert [v.rule for v in raised.value.violations] == ["O2"]
 
 
-# --- issue 11: the rules the SDK types and the providers enforce beyond provider-rules.md ---
+# --- the rules the SDK types and the providers enforce beyond provider-rules.md ---
 
 
 def test_O7_empty_messages() -> None:
