@@ -364,7 +364,7 @@ class StoredWindow:
 def decode_window(rows: Iterable[Sequence[Any]]) -> list[Message]:
     """The window's messages from rows that start (the message's event
     JSON, its latest edit's event JSON or None), as the assembler reads
-    them (`store.postgres.sql.ASSEMBLY_WINDOW`). The fields of all of them
+    them (`store.postgres.window_sql.ASSEMBLY_WINDOW`). The fields of all of them
     are made in one comprehension, then the instances in one loop: a
     generator per layer (rows to bodies to fields) made decoding measurably
     slower (docs/storage.md, "Why the hot paths are written by hand")."""
@@ -408,7 +408,7 @@ def decode_stored(
 def decode_stored_rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
     """`StoredMessage`s from rows that start (seq, batch, role_ordinal,
     token_estimate, recorded_at, the message's event JSON, its latest
-    edit's event JSON or None, pinned), as `store.postgres.sql.
+    edit's event JSON or None, pinned), as `store.postgres.shared_sql.
     MESSAGE_COLUMNS` reads them."""
     return _instances(StoredMessage, map(_stored_fields, rows))
 
