@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml constraints.txt $(if $(STALE_VENV),FORCE)
 	@$(if $(STALE_VENV),echo "$(STALE_VENV)" && rm -rf $(VENV),true)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "convo-store needs Python 3.11+ (set PYTHON=python3.11)"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,openai-agents,langchain]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,openai-agents,langchain,langgraph]'
 	@touch $(STAMP)
 
 demo: install

@@ -30,6 +30,7 @@ from store.domain.errors import (
     InvalidMessage,
 )
 from store.domain.messages import Message, StoredMessage, ToolCall
+from store.domain.values import Appended
 from store.repository import Repository
 
 ADAPTER_KEY = "convo_adapter"
@@ -108,11 +109,14 @@ class Conversation:
 
     # --- appends -----------------------------------------------------------------------
 
-    async def append(self, drafts: Sequence[Message], orphan: Callable[[Message], Message]) -> None:
+    async def append(
+        self, drafts: Sequence[Message], orphan: Callable[[Message], Message]
+    ) -> Appended | None:
         """Append messages whose tool calls and results carry framework ids.
-        A result whose call is not pending is stored as `orphan(result)`."""
+        A result whose call is not pending is stored as `orphan(result)`.
+        The stored messages are in the order of `drafts`."""
         if not drafts:
-            return
+            return None
         await self.ensure()
         rename_all = False
         for _ in range(RETRIES):
@@ -122,8 +126,7 @@ class Conversation:
             }
             messages = self._resolve(drafts, pending, orphan, rename_all=rename_all)
             try:
-                await self.repository.append_messages(self.id, messages)
-                return
+                return await self.repository.append_messages(self.id, messages)
             except InvalidMessage as error:
                 # A call id already used in this conversation (a popped or
                 # cleared call): store this append's calls under fresh ids.
