@@ -1,4 +1,4 @@
-# mypy: disable-error-code="arg-type,typeddict-item,type-var"
+# mypy: disable-error-code="arg-type,typeddict-item,type-var,list-item"
 """The Agents SDK session adapter, driven by the SDK's own Runner with a
 scripted model (no network, no API key)."""
 
