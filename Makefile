@@ -25,10 +25,16 @@ endif
 PEERS_VENV  := .venv-peers
 PEERS_BIN   := $(PEERS_VENV)/bin
 PEERS_STAMP := $(PEERS_VENV)/.install-stamp
+# google-adk pins google-genai below what the dev extra tests against: the ADK
+# adapter's tests run in a virtualenv of their own (constraints-google-adk.txt).
+ADK_VENV  := .venv-adk
+ADK_BIN   := $(ADK_VENV)/bin
+ADK_STAMP := $(ADK_VENV)/.install-stamp
+ADK_TESTS := tests/adapters/test_google_adk.py
 
 FORCE:
 
-.PHONY: install demo serve test test-unit migrate lint format bench bench-quick bench-peers reliability clean
+.PHONY: install demo serve test test-unit test-adk migrate lint format bench bench-quick bench-peers reliability clean
 
 install: $(STAMP)
 
@@ -48,8 +54,19 @@ serve: install
 migrate: install
 	$(BIN)/convo migrate
 
-test: install
+test: install $(ADK_STAMP)
 	$(BIN)/pytest
+	$(ADK_BIN)/pytest $(ADK_TESTS)
+
+# constraints.txt without the names constraints-google-adk.txt pins, then those.
+$(ADK_STAMP): pyproject.toml constraints.txt constraints-google-adk.txt
+	@test -x $(ADK_BIN)/python || $(PYTHON) -m venv $(ADK_VENV)
+	@$(ADK_BIN)/python -c 'import re, sys; name = lambda l: re.sub(r"[-_.]+", "-", l.split("==")[0].strip()).lower(); over = {name(l) for l in open(sys.argv[1]) if "==" in l and not l.startswith("#")}; sys.stdout.writelines(l for l in open(sys.argv[2]) if name(l) not in over)' constraints-google-adk.txt constraints.txt > $(ADK_VENV)/constraints.txt
+	$(ADK_BIN)/python -m pip install --quiet --disable-pip-version-check -c $(ADK_VENV)/constraints.txt -c constraints-google-adk.txt -e '.[google-adk]' pytest pytest-asyncio hypothesis
+	@touch $@
+
+test-adk: $(ADK_STAMP)
+	$(ADK_BIN)/pytest $(ADK_TESTS)
 
 # The fast layer: no database (nothing marked integration, which every test
 # that takes a database fixture is: tests/conftest.py) and nothing marked slow.
@@ -96,4 +113,4 @@ reliability: install
 	$(BIN)/python -m bench.reliability
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(ADK_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
