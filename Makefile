@@ -30,11 +30,11 @@ PEERS_STAMP := $(PEERS_VENV)/.install-stamp
 ADK_VENV  := .venv-adk
 ADK_BIN   := $(ADK_VENV)/bin
 ADK_STAMP := $(ADK_VENV)/.install-stamp
-ADK_TESTS := tests/adapters/test_google_adk.py
+ADK_TESTS := tests/adapters/test_google_adk.py tests/adapters/test_docs.py
 
 FORCE:
 
-.PHONY: install demo serve test test-unit test-adk migrate lint format bench bench-quick bench-peers reliability clean
+.PHONY: install demo serve test test-unit test-adk migrate lint format bench bench-quick bench-peers bench-frameworks reliability clean
 
 install: $(STAMP)
 
@@ -106,6 +106,11 @@ $(PEERS_STAMP): pyproject.toml constraints.txt bench/peers_requirements.txt benc
 
 bench-peers: $(PEERS_STAMP)
 	$(PEERS_BIN)/python -m bench peers
+
+# The framework adapters beside LangGraph's and ADK's own PostgreSQL stores
+# (bench/frameworks.py), in the peers' virtualenv.
+bench-frameworks: $(PEERS_STAMP)
+	$(PEERS_BIN)/python -m bench frameworks
 
 # A bounded soak (~5 min; CONVO_SOAK_SECONDS shortens it) of the HTTP service on
 # loopback, database restarted mid-run, then an integrity check (bench/reliability.py).
