@@ -147,10 +147,13 @@ class Conversation:
         rename_all = False
         for _ in range(RETRIES):
             used = await self._used_call_ids()
-            pending = {
-                b.call_id: b.assistant_seq
-                for b in await self.repository.tool_blocks(self.id, pending_only=True)
-            }
+            # Pending calls matter only to the results among the drafts.
+            blocks = (
+                await self.repository.tool_blocks(self.id, pending_only=True)
+                if any(d.role == "tool" for d in drafts)
+                else []
+            )
+            pending = {b.call_id: b.assistant_seq for b in blocks}
             messages = self._resolve(drafts, pending, orphan, used=used, rename_all=rename_all)
             try:
                 appended = await self.repository.append_messages(self.id, messages)

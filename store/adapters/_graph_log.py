@@ -22,6 +22,7 @@ call; an old one costs reading back to it.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from collections.abc import Iterator
@@ -111,6 +112,8 @@ class ThreadLog:
         self.started = False
         self.records: dict[tuple[str, str], Record] = {}
         self.by_version: dict[int, Record] = {}
+        # Record versions in log order, of each namespace and of all.
+        self.order: dict[str | None, list[int]] = {None: []}
         self.writes: dict[tuple[str, str], Writes] = {}
         self.seen_writes: set[int] = set()
 
@@ -177,6 +180,8 @@ class ThreadLog:
             return found
         record = Record(version=version, ns=str(entry["ns"]), data=entry)
         self.by_version[version] = record
+        for key in (None, record.ns):
+            bisect.insort(self.order.setdefault(key, []), version)
         known = self.records.get((record.ns, record.id))
         # A record written again (a copied thread's) counts where it was
         # written last: the copy's order is the source's.
@@ -194,11 +199,9 @@ class ThreadLog:
 
     def newest(self, ns: str | None) -> Iterator[Record]:
         """The records read so far, of `ns` (None: every namespace), newest first."""
-        for version in sorted(self.by_version, reverse=True):
+        for version in reversed(self.order.get(ns, [])):
             record = self.by_version[version]
-            if (ns is None or record.ns == ns) and self.records.get(
-                (record.ns, record.id)
-            ) is record:
+            if self.records.get((record.ns, record.id)) is record:
                 yield record
 
     def head(self, ns: str) -> Record | None:
@@ -207,6 +210,8 @@ class ThreadLog:
     async def find(self, ns: str, checkpoint_id: str | None) -> Record | None:
         """The record of `checkpoint_id` (None: the namespace's latest),
         reading back as far as needed; with the writes around it."""
+        if checkpoint_id is not None and (ns, checkpoint_id) in self.records:
+            return self.records[(ns, checkpoint_id)]
         await self.follow()
         while True:
             found = (

@@ -42,7 +42,7 @@ import random
 import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
@@ -85,7 +85,8 @@ __all__ = ["ConvoSaver"]
 Entry = tuple[BaseMessage, int, str | None]
 
 MAX_RUNS = 1024  # runs remembered as continuing their thread
-MAX_THREADS = 256  # threads whose log and messages a saver keeps in memory
+MAX_THREADS = 256
+MAX_LISTS = 64  # message lists a thread keeps in memory (views and stored)
 RETRIES = 64
 HOLDER_SEARCH = 16  # recent records searched for a channel's value beside the parent's
 _RUNTIME = "__pregel_runtime"
@@ -112,6 +113,31 @@ def _is_message_list(value: Any) -> bool:
     )
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Recent(OrderedDict[K, V]):
+    """A dict of the `size` entries set or read last (a run needs only its
+    last checkpoint's list, and each list holds the whole history)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: K, default: Any = None) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
 def _loop_lock(
     locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock],
 ) -> asyncio.Lock:
@@ -133,9 +159,9 @@ class _Thread:
         self.conversation = Conversation(repository, key)
         # Each checkpoint's message list as the run that put it (or read
         # it) holds it: what its next checkpoint is compared with.
-        self.views: dict[tuple[str, str, str], list[Entry]] = {}
+        self.views: _Recent[tuple[str, str, str], list[Entry]] = _Recent(MAX_LISTS)
         # Each record's message list as stored, by (record version, channel).
-        self.stored: dict[tuple[int, str], list[Entry]] = {}
+        self.stored: _Recent[tuple[int, str], list[Entry]] = _Recent(MAX_LISTS)
         # Messages known to be stored, by identity: a message object a run
         # holds again is not stored again.
         self.known: dict[int, Entry] = {}
@@ -323,7 +349,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
 
     async def _stored_list(self, thread: _Thread, record: Record, channel: str) -> list[Entry]:
         key = (record.version, channel)
-        found = thread.stored.get(key)
+        found: list[Entry] | None = thread.stored.get(key)
         if found is None:
             found = await self._read_runs(thread, record.ns, record.data["msgs"][channel])
             thread.stored[key] = found
@@ -440,7 +466,8 @@ class ConvoSaver(BaseCheckpointSaver[str]):
         values = checkpoint["channel_values"]
         continues = parent is None or self._run_continues(config)
         async with thread.lock:
-            await thread.log.follow()
+            if not thread.log.started:
+                await thread.log.follow()
             parent_record = None
             if parent is not None:
                 parent_record = await thread.log.find(ns, str(parent))
@@ -606,13 +633,12 @@ class ConvoSaver(BaseCheckpointSaver[str]):
             if holder is not None and channel in holder.data.get("msgs", {}):
                 base = await self._stored_list(thread, holder, channel)
             break
+        # What the run held before: its removals are what it no longer
+        # holds. Unknown (not kept in memory): nothing is removed, rather
+        # than another run's messages.
         before: list[Entry] = []
         if parent is not None:
-            found = thread.views.get((parent.ns, parent.id, channel))
-            if found is not None:
-                before = found
-            elif channel in parent.data.get("msgs", {}):
-                before = await self._stored_list(thread, parent, channel)
+            before = thread.views.get((parent.ns, parent.id, channel)) or []
         removed = {e[2] for e in before} - {e[2] for e in entries}
         merged = [e for e in base if e[2] not in removed]
         at = {e[2]: i for i, e in enumerate(merged) if e[2] is not None}
