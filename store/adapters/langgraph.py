@@ -289,7 +289,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
 
     async def _tuple(self, thread: _Thread, record: Record) -> CheckpointTuple:
         data = record.data
-        checkpoint = cast(Checkpoint, decode(data["cp"], self.serde))
+        checkpoint = cast(Checkpoint, {**decode(data["cp"], self.serde), "id": data["id"]})
         values: dict[str, Any] = {}
         for channel, stored in data.get("blobs", {}).items():
             if "e" not in stored:
@@ -531,7 +531,8 @@ class ConvoSaver(BaseCheckpointSaver[str]):
     ) -> dict[str, Any]:
         ns = str(config["configurable"].get("checkpoint_ns", ""))
         values = checkpoint["channel_values"]
-        rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        # The id is the record's own (`id`): not stored twice.
+        rest = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
         blobs: dict[str, Any] = {}
         for channel in new_versions:
             if channel in lists:
@@ -745,15 +746,17 @@ class ConvoSaver(BaseCheckpointSaver[str]):
                 )
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """As LangGraph's own savers: a counter and a random fraction, so two
-        branches never make the same version of a channel."""
+        """As LangGraph's own savers, a counter and a random part, so two
+        branches never make the same version of a channel; shorter (every
+        checkpoint stores each channel's version twice): ten digits, then
+        eight hex digits."""
         if current is None:
             number = 0
         elif isinstance(current, int):
             number = current
         else:
             number = int(str(current).split(".")[0])
-        return f"{number + 1:032}.{random.random():016}"
+        return f"{number + 1:010}.{random.getrandbits(32):08x}"
 
     # --- the sync half -------------------------------------------------------------------
 
