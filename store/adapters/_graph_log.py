@@ -23,6 +23,7 @@ call; an old one costs reading back to it.
 from __future__ import annotations
 
 import bisect
+import copy
 import hashlib
 import json
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ from store.repository import Repository
 STATE_AGENT = "langgraph"
 CHECKPOINT_SLOT = "checkpoint"
 WRITES_SLOT = "writes"
+# Pending writes that append messages ride in the last one's metadata.
+WRITES_KEY = "langgraph_writes"
 PAGE = 256
 
 
@@ -99,6 +102,21 @@ class Writes:
     def ordered(self) -> list[tuple[str, str, Any, str]]:
         """In LangGraph's `writes_sort_key` order: task path, task id, index."""
         return [self.by_key[k] for k in sorted(self.by_key, key=lambda k: (self.by_key[k][3], *k))]
+
+
+def _resolved(entry: dict[str, Any], seq: int) -> dict[str, Any]:
+    """A writes entry carried by the message `seq`, the last of those it
+    appended: each `-1 - k` (the k-th of them) as its seq (on a copy: the
+    event's data is the storage's)."""
+    entry = copy.deepcopy(entry)
+    count = max(
+        (-s for _, _, v in entry["w"] if isinstance(v, dict) for s in v.get("seqs", ()) if s < 0),
+        default=0,
+    )
+    for _, _, value in entry["w"]:
+        if isinstance(value, dict) and "seqs" in value:
+            value["seqs"] = [seq - count - s if s < 0 else s for s in value["seqs"]]
+    return entry
 
 
 class ThreadLog:
@@ -163,6 +181,11 @@ class ThreadLog:
         return self.by_version.get(version)
 
     def _take(self, version: int, type_: str, data: dict[str, Any]) -> None:
+        if type_ == "message_appended":
+            metadata = data.get("message", {}).get("metadata") or {}
+            if WRITES_KEY in metadata:
+                self.add_writes(version, _resolved(metadata[WRITES_KEY], int(data["seq"])))
+            return
         if type_ != "context_slot_updated" or not isinstance(data.get("text"), str):
             return
         agent = str(data.get("agent_id", ""))

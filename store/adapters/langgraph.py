@@ -61,6 +61,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from store.adapters._conversation import Conversation
 from store.adapters._graph_log import (
     CHECKPOINT_SLOT,
+    WRITES_KEY,
     WRITES_SLOT,
     Record,
     ThreadLog,
@@ -76,6 +77,7 @@ from store.domain.errors import (
     ConversationDeleted,
     ConversationNotFound,
 )
+from store.domain.inputs import MAX_METADATA_CHARS, json_problem
 from store.domain.records import StreamState
 from store.repository import Repository
 
@@ -105,6 +107,14 @@ def _runs(seqs: Sequence[int]) -> list[list[int]]:
         else:
             runs.append([seq, seq])
     return runs
+
+
+def _resolve_writes(entry: dict[str, Any], seqs: Sequence[int]) -> None:
+    """`entry`'s messages named by their place among those appended with it
+    (`-1 - index`) named by their seqs instead."""
+    for _, _, value in entry["w"]:
+        if isinstance(value, dict) and "seqs" in value:
+            value["seqs"] = [seqs[-1 - s] if s < 0 else s for s in value["seqs"]]
 
 
 def _is_message_list(value: Any) -> bool:
@@ -157,9 +167,11 @@ class _Thread:
         self.key = key
         self.log = ThreadLog(repository, key)
         self.conversation = Conversation(repository, key)
-        # Each checkpoint's message list as the run that put it (or read
-        # it) holds it: what its next checkpoint is compared with.
-        self.views: _Recent[tuple[str, str, str], list[Entry]] = _Recent(MAX_LISTS)
+        # Each checkpoint's message list as a run that put it (or read it)
+        # holds it, by (run, namespace, checkpoint, channel): what that
+        # run's next checkpoint is compared with. Runs hold lists of their
+        # own: another run may have read the same checkpoint merged.
+        self.views: _Recent[tuple[int, str, str, str], list[Entry]] = _Recent(MAX_LISTS)
         # Each record's message list as stored, by (record version, channel).
         self.stored: _Recent[tuple[int, str], list[Entry]] = _Recent(MAX_LISTS)
         # Messages known to be stored, by identity: a message object a run
@@ -257,6 +269,11 @@ class ConvoSaver(BaseCheckpointSaver[str]):
         runtime = config.get("configurable", {}).get(_RUNTIME)
         return getattr(runtime, "control", None) or runtime
 
+    def _run_key(self, config: RunnableConfig) -> int:
+        """The run's key for its message lists (0: no run, a direct call)."""
+        run = self._run(config)
+        return 0 if run is None else id(run)
+
     def _run_continues(self, config: RunnableConfig) -> bool:
         run = self._run(config)
         return run is not None and self._continuing.get(id(run)) is run
@@ -285,9 +302,9 @@ class ConvoSaver(BaseCheckpointSaver[str]):
             record = await thread.log.find(ns, checkpoint_id)
             if record is None:
                 return None
-            return await self._tuple(thread, record)
+            return await self._tuple(thread, record, self._run_key(config))
 
-    async def _tuple(self, thread: _Thread, record: Record) -> CheckpointTuple:
+    async def _tuple(self, thread: _Thread, record: Record, run: int = 0) -> CheckpointTuple:
         data = record.data
         checkpoint = cast(Checkpoint, {**decode(data["cp"], self.serde), "id": data["id"]})
         values: dict[str, Any] = {}
@@ -295,13 +312,13 @@ class ConvoSaver(BaseCheckpointSaver[str]):
             if "e" not in stored:
                 values[channel] = decode(stored, self.serde)
         for channel in data.get("msgs", {}):
-            values[channel] = await self._view(thread, record, record, channel)
+            values[channel] = await self._view(thread, record, record, channel, run)
         for channel, version in data.get("refs", {}).items():
             holder = await thread.log.record_at(int(version))
             if holder is None:
                 continue
             if channel in holder.data.get("msgs", {}):
-                values[channel] = await self._view(thread, record, holder, channel)
+                values[channel] = await self._view(thread, record, holder, channel, run)
             elif channel in holder.data.get("blobs", {}):
                 stored = holder.data["blobs"][channel]
                 if "e" not in stored:
@@ -337,13 +354,13 @@ class ConvoSaver(BaseCheckpointSaver[str]):
         )
 
     async def _view(
-        self, thread: _Thread, record: Record, holder: Record, channel: str
+        self, thread: _Thread, record: Record, holder: Record, channel: str, run: int
     ) -> list[BaseMessage]:
         """Fresh copies of the messages `holder` lists for `channel`, kept as
         what a run reading `record` holds."""
         entries = await self._stored_list(thread, holder, channel)
         copies = [(m.model_copy(), seq, lc_id) for m, seq, lc_id in entries]
-        thread.views[(record.ns, record.id, channel)] = copies
+        thread.views[(run, record.ns, record.id, channel)] = copies
         thread.remember(copies)
         return [m for m, _, _ in copies]
 
@@ -380,9 +397,11 @@ class ConvoSaver(BaseCheckpointSaver[str]):
         return entries
 
     async def _write_value(self, thread: _Thread, ns: str, stored: dict[str, Any]) -> Any:
-        if "msgs" not in stored:
+        if "seqs" not in stored:
             return decode(stored, self.serde)
-        entries = await self._read_runs(thread, ns, stored["msgs"])
+        entries = await self._read_runs(thread, ns, _runs(stored["seqs"]))
+        by_seq = {seq: (m, seq, lc_id) for m, seq, lc_id in entries}
+        entries = [by_seq[seq] for seq in stored["seqs"] if seq in by_seq]
         copies = [(m.model_copy(), seq, lc_id) for m, seq, lc_id in entries]
         thread.remember(copies)
         messages = [m for m, _, _ in copies]
@@ -484,7 +503,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
                 if continues:
                     for channel, entries in lists.items():
                         merged[channel] = await self._merge(
-                            thread, ns, parent_record, channel, entries
+                            thread, ns, parent_record, channel, entries, self._run_key(config)
                         )
                 data = self._record(
                     config, checkpoint, metadata, new_versions, merged, parent_record, thread
@@ -507,7 +526,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
                 for channel, entries in merged.items():
                     thread.stored[(record.version, channel)] = entries
                 for channel, entries in lists.items():
-                    thread.views[(ns, record.id, channel)] = entries
+                    thread.views[(self._run_key(config), ns, record.id, channel)] = entries
                 break
             else:  # pragma: no cover - 64 writers in a row won every race
                 raise ConcurrencyConflict(thread.key, "the thread kept changing", None)
@@ -620,6 +639,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
         parent: Record | None,
         channel: str,
         entries: list[Entry],
+        run: int,
     ) -> list[Entry]:
         """What the run changed in its parent's list (by message id: added,
         replaced, removed) applied to the thread's latest list: the same
@@ -639,7 +659,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
         # than another run's messages.
         before: list[Entry] = []
         if parent is not None:
-            before = thread.views.get((parent.ns, parent.id, channel)) or []
+            before = thread.views.get((run, parent.ns, parent.id, channel)) or []
         removed = {e[2] for e in before} - {e[2] for e in entries}
         merged = [e for e in base if e[2] not in removed]
         at = {e[2]: i for i, e in enumerate(merged) if e[2] is not None}
@@ -664,10 +684,15 @@ class ConvoSaver(BaseCheckpointSaver[str]):
         ns = str(configurable.get("checkpoint_ns", ""))
         thread = cast(_Thread, await self._thread(str(configurable["thread_id"]), create=True))
         async with thread.lock:
-            stored = []
-            for idx, (channel, value) in enumerate(writes):
-                index = WRITES_IDX_MAP.get(channel, idx)
-                stored.append([index, channel, await self._write_entry(thread, ns, channel, value)])
+            fresh: list[BaseMessage] = []  # messages to append with this entry
+            stored = [
+                [
+                    WRITES_IDX_MAP.get(channel, idx),
+                    channel,
+                    self._write_entry(thread, channel, v, fresh),
+                ]
+                for idx, (channel, v) in enumerate(writes)
+            ]
             entry = {
                 "ns": ns,
                 "id": configurable["checkpoint_id"],
@@ -675,26 +700,67 @@ class ConvoSaver(BaseCheckpointSaver[str]):
                 "path": task_path,
                 "w": stored,
             }
-            version = await self.repository.update_slot(
-                thread.key, WRITES_SLOT, dumps(entry), agent_id=state_lane(ns)
-            )
-            if version == thread.log.high + 1:
-                thread.log.high = version
+            version = await self._append_with(thread, ns, fresh, entry) if fresh else None
+            if version is None:
+                version = await self.repository.update_slot(
+                    thread.key, WRITES_SLOT, dumps(entry), agent_id=state_lane(ns)
+                )
+                if version == thread.log.high + 1:
+                    thread.log.high = version
             thread.log.add_writes(version, entry)
 
-    async def _write_entry(self, thread: _Thread, ns: str, channel: str, value: Any) -> Any:
-        """A write's value: messages written to a message channel are
-        stored as the conversation's messages (once), other values inline."""
+    def _write_entry(
+        self, thread: _Thread, channel: str, value: Any, fresh: list[BaseMessage]
+    ) -> Any:
+        """A write's value: messages written to a message channel are the
+        conversation's messages, named by seq (a new one by its place among
+        `fresh`, the messages this write appends: `-1 - index`); other
+        values inline."""
         if channel in self.message_channels:
             one = isinstance(value, BaseMessage)
             messages = [value] if one else value
             if messages and _is_message_list(messages):
-                entries = await self._store_messages(thread, ns, messages)
-                found: dict[str, Any] = {"msgs": _runs([seq for _, seq, _ in entries])}
+                seqs = []
+                for message in messages:
+                    known = thread.known.get(id(message))
+                    if known is not None and known[0] is message and known[2] == message.id:
+                        seqs.append(known[1])
+                    else:
+                        if not any(m is message for m in fresh):
+                            fresh.append(message)
+                        seqs.append(-1 - next(i for i, m in enumerate(fresh) if m is message))
+                found: dict[str, Any] = {"seqs": seqs}
                 if one:
                     found["one"] = True
                 return found
         return encode(value, self.serde, plain_json=self._plain_json)
+
+    async def _append_with(
+        self, thread: _Thread, ns: str, fresh: list[BaseMessage], entry: dict[str, Any]
+    ) -> int | None:
+        """Append `fresh` with `entry` in the last one's metadata (one write
+        for both); `entry` is then resolved to seqs. The version of that
+        message's event, or None when the entry could not ride along (too
+        large for metadata, or the message was stored opaque): then the
+        messages are appended and `entry` must be written on its own."""
+        agent = message_lane(ns)
+        drafts = [from_langchain(m).model_copy(update={"agent_id": agent}) for m in fresh]
+        carrier = drafts[-1]
+        metadata = {**carrier.metadata, WRITES_KEY: entry}
+        rides = json_problem(metadata, max_chars=MAX_METADATA_CHARS) is None
+        if rides:
+            drafts[-1] = carrier.model_copy(update={"metadata": metadata})
+        appended = await thread.conversation.append(drafts, _orphan)
+        assert appended is not None
+        seqs = [m.seq for m in appended.messages]
+        entries = [(m, seq, m.id) for m, seq in zip(fresh, seqs, strict=True)]
+        thread.remember(entries)
+        if appended.version - len(seqs) == thread.log.high:
+            thread.log.high = appended.version
+        _resolve_writes(entry, seqs)
+        if rides and WRITES_KEY in appended.messages[-1].metadata:
+            return appended.version
+        return None
 
     # --- whole threads -------------------------------------------------------------------
 
