@@ -89,7 +89,7 @@ Entry = tuple[BaseMessage, int, str | None]
 MAX_RUNS = 1024  # runs remembered as continuing their thread
 MAX_THREADS = 256
 MAX_LISTS = 64  # message lists a thread keeps in memory (views and stored)
-RETRIES = 64
+RETRIES = 256
 HOLDER_SEARCH = 16  # recent records searched for a channel's value beside the parent's
 _RUNTIME = "__pregel_runtime"
 
@@ -498,7 +498,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
                 )
                 if held and _is_message_list(values.get(channel)):
                     lists[channel] = await self._store_messages(thread, ns, values[channel])
-            for _ in range(RETRIES):
+            for attempt in range(RETRIES):
                 merged = dict(lists)
                 if continues:
                     for channel, entries in lists.items():
@@ -518,7 +518,10 @@ class ConvoSaver(BaseCheckpointSaver[str]):
                         expected_version=expected,
                     )
                 except ConcurrencyConflict:
+                    # Another writer got in first: read what it wrote, wait a
+                    # little (writers that retry in step keep colliding).
                     await thread.log.follow()
+                    await asyncio.sleep(random.uniform(0, min(0.001 * attempt, 0.02)))
                     continue
                 if version == thread.log.high + 1:
                     thread.log.high = version
@@ -528,7 +531,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
                 for channel, entries in lists.items():
                     thread.views[(self._run_key(config), ns, record.id, channel)] = entries
                 break
-            else:  # pragma: no cover - 64 writers in a row won every race
+            else:  # pragma: no cover - other writers won every race
                 raise ConcurrencyConflict(thread.key, "the thread kept changing", None)
         return {
             "configurable": {
