@@ -25,10 +25,16 @@ endif
 PEERS_VENV  := .venv-peers
 PEERS_BIN   := $(PEERS_VENV)/bin
 PEERS_STAMP := $(PEERS_VENV)/.install-stamp
+# google-adk pins google-genai below what the dev extra tests against: the ADK
+# adapter's tests run in a virtualenv of their own (constraints-google-adk.txt).
+ADK_VENV  := .venv-adk
+ADK_BIN   := $(ADK_VENV)/bin
+ADK_STAMP := $(ADK_VENV)/.install-stamp
+ADK_TESTS := tests/adapters/test_google_adk.py tests/adapters/test_docs.py
 
 FORCE:
 
-.PHONY: install demo serve test test-unit migrate lint format bench bench-quick bench-peers reliability clean
+.PHONY: install demo serve test test-unit test-adk migrate lint format bench bench-quick bench-peers bench-frameworks reliability clean
 
 install: $(STAMP)
 
@@ -36,7 +42,7 @@ $(STAMP): pyproject.toml constraints.txt $(if $(STALE_VENV),FORCE)
 	@$(if $(STALE_VENV),echo "$(STALE_VENV)" && rm -rf $(VENV),true)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "convo-store needs Python 3.11+ (set PYTHON=python3.11)"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,openai-agents,langchain]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,openai-agents,langchain,langgraph]'
 	@touch $(STAMP)
 
 demo: install
@@ -48,8 +54,19 @@ serve: install
 migrate: install
 	$(BIN)/convo migrate
 
-test: install
+test: install $(ADK_STAMP)
 	$(BIN)/pytest
+	$(ADK_BIN)/pytest $(ADK_TESTS)
+
+# constraints.txt without the names constraints-google-adk.txt pins, then those.
+$(ADK_STAMP): pyproject.toml constraints.txt constraints-google-adk.txt
+	@test -x $(ADK_BIN)/python || $(PYTHON) -m venv $(ADK_VENV)
+	@$(ADK_BIN)/python -c 'import re, sys; name = lambda l: re.sub(r"[-_.]+", "-", l.split("==")[0].strip()).lower(); over = {name(l) for l in open(sys.argv[1]) if "==" in l and not l.startswith("#")}; sys.stdout.writelines(l for l in open(sys.argv[2]) if name(l) not in over)' constraints-google-adk.txt constraints.txt > $(ADK_VENV)/constraints.txt
+	$(ADK_BIN)/python -m pip install --quiet --disable-pip-version-check -c $(ADK_VENV)/constraints.txt -c constraints-google-adk.txt -e '.[google-adk]' pytest pytest-asyncio hypothesis
+	@touch $@
+
+test-adk: $(ADK_STAMP)
+	$(ADK_BIN)/pytest $(ADK_TESTS)
 
 # The fast layer: no database (nothing marked integration, which every test
 # that takes a database fixture is: tests/conftest.py) and nothing marked slow.
@@ -90,10 +107,15 @@ $(PEERS_STAMP): pyproject.toml constraints.txt bench/peers_requirements.txt benc
 bench-peers: $(PEERS_STAMP)
 	$(PEERS_BIN)/python -m bench peers
 
+# The framework adapters beside LangGraph's and ADK's own PostgreSQL stores
+# (bench/frameworks.py), in the peers' virtualenv.
+bench-frameworks: $(PEERS_STAMP)
+	$(PEERS_BIN)/python -m bench frameworks
+
 # A bounded soak (~5 min; CONVO_SOAK_SECONDS shortens it) of the HTTP service on
 # loopback, database restarted mid-run, then an integrity check (bench/reliability.py).
 reliability: install
 	$(BIN)/python -m bench.reliability
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(ADK_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -4,8 +4,12 @@
   `Session` protocol (extra `convo-store[openai-agents]`).
 - `store.adapters.langchain.ConvoChatMessageHistory`: LangChain's
   `BaseChatMessageHistory` (extra `convo-store[langchain]`).
+- `store.adapters.langgraph.ConvoSaver`: a LangGraph checkpointer
+  (`BaseCheckpointSaver`, extra `convo-store[langgraph]`).
+- `store.adapters.google_adk.ConvoSessionService`: a Google ADK
+  `BaseSessionService` (extra `convo-store[google-adk]`).
 
-Both write through `store.repository.Repository`, so they run on
+All write through `store.repository.Repository`, so they run on
 PostgreSQL or on the in-memory fake alike; the mapping of every item and
 message type is in docs/adapters.md. Importing this package imports
 neither framework.

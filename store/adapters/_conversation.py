@@ -30,6 +30,7 @@ from store.domain.errors import (
     InvalidMessage,
 )
 from store.domain.messages import Message, StoredMessage, ToolCall
+from store.domain.values import Appended
 from store.repository import Repository
 
 ADAPTER_KEY = "convo_adapter"
@@ -84,6 +85,11 @@ class Conversation:
         # tenant: store.domain.conversation_keys); it is checked on first use.
         self.id = conversation_key(session_id)
         self._exists = False
+        # Tool call ids this conversation has used (read once, then kept up
+        # to date by this object's appends): a framework's call id that is
+        # taken is stored under a fresh one before the append is sent, so
+        # the store never has to refuse it.
+        self._used_calls: set[str] | None = None
 
     async def ensure(self) -> None:
         """Create the conversation on first use; a concurrent creator wins
@@ -106,31 +112,71 @@ class Conversation:
         """The visible window without the adapters' internal messages."""
         return [m for m in await self.window() if not is_internal(m)]
 
+    async def last_shown(self, n: int) -> list[StoredMessage]:
+        """The last `n` shown messages, oldest first: read from the end
+        (`read_messages(order="desc")`), so O(n) whatever the window's
+        length. The adapters only append, so seq order is window order."""
+        found: list[StoredMessage] = []
+        before: int | None = None
+        while len(found) < n:
+            # A few more than needed: internal results are skipped.
+            limit = min(1000, n - len(found) + 8)
+            try:
+                page = await self.repository.read_messages(
+                    self.id, before_seq=before, limit=limit, order="desc", scope="visible"
+                )
+            except ConversationNotFound:
+                return []
+            found.extend(m for m in page if not is_internal(m))
+            if len(page) < limit:
+                break
+            before = page[-1].seq
+        return found[:n][::-1]
+
     # --- appends -----------------------------------------------------------------------
 
-    async def append(self, drafts: Sequence[Message], orphan: Callable[[Message], Message]) -> None:
+    async def append(
+        self, drafts: Sequence[Message], orphan: Callable[[Message], Message]
+    ) -> Appended | None:
         """Append messages whose tool calls and results carry framework ids.
-        A result whose call is not pending is stored as `orphan(result)`."""
+        A result whose call is not pending is stored as `orphan(result)`.
+        The stored messages are in the order of `drafts`."""
         if not drafts:
-            return
+            return None
         await self.ensure()
         rename_all = False
         for _ in range(RETRIES):
-            pending = {
-                b.call_id: b.assistant_seq
-                for b in await self.repository.tool_blocks(self.id, pending_only=True)
-            }
-            messages = self._resolve(drafts, pending, orphan, rename_all=rename_all)
+            used = await self._used_call_ids()
+            # Pending calls matter only to the results among the drafts.
+            blocks = (
+                await self.repository.tool_blocks(self.id, pending_only=True)
+                if any(d.role == "tool" for d in drafts)
+                else []
+            )
+            pending = {b.call_id: b.assistant_seq for b in blocks}
+            messages = self._resolve(drafts, pending, orphan, used=used, rename_all=rename_all)
             try:
-                await self.repository.append_messages(self.id, messages)
-                return
+                appended = await self.repository.append_messages(self.id, messages)
             except InvalidMessage as error:
-                # A call id already used in this conversation (a popped or
-                # cleared call): store this append's calls under fresh ids.
+                # Another writer used one of these ids since they were read:
+                # read them again and store this append's calls under fresh ids.
                 if rename_all or "duplicate tool call id" not in error.problem:
                     raise
+                self._used_calls = None
                 rename_all = True
+                continue
+            used.update(c.id for m in messages for c in m.tool_calls)
+            return appended
         raise RuntimeError("could not append: the conversation kept changing")  # pragma: no cover
+
+    async def _used_call_ids(self) -> set[str]:
+        if self._used_calls is None:
+            try:
+                blocks = await self.repository.tool_blocks(self.id)
+            except ConversationNotFound:
+                blocks = []
+            self._used_calls = {b.call_id for b in blocks}
+        return self._used_calls
 
     @staticmethod
     def _resolve(
@@ -138,6 +184,7 @@ class Conversation:
         pending: dict[str, int],
         orphan: Callable[[Message], Message],
         *,
+        used: set[str],
         rename_all: bool,
     ) -> list[Message]:
         # framework call id -> store id of its newest unanswered call
@@ -150,7 +197,8 @@ class Conversation:
                 calls = []
                 renamed: dict[str, str] = {}
                 for call in draft.tool_calls:
-                    store_id = _fresh(call.id) if rename_all else call.id
+                    taken = rename_all or call.id in used or call.id in open_calls
+                    store_id = _fresh(call.id) if taken else call.id
                     if store_id != call.id:
                         renamed[store_id] = call.id
                     open_calls[call.id] = store_id

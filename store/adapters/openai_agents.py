@@ -82,10 +82,12 @@ class ConvoSession:
         return self._conversation.id
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The visible window as items, oldest first; the last `limit` with one."""
-        shown = await self._conversation.shown()
-        if limit is not None:
-            shown = shown[-limit:] if limit > 0 else []
+        """The visible window as items, oldest first; the last `limit` with
+        one (read from the end: O(limit) at any length)."""
+        if limit is None:
+            shown = await self._conversation.shown()
+        else:
+            shown = await self._conversation.last_shown(limit) if limit > 0 else []
         return [cast("TResponseInputItem", message_to_item(m)) for m in shown]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -112,7 +114,14 @@ def item_to_message(item: Any) -> Message:
         raise TypeError(f"a Responses item is a JSON object, got {type(item).__name__}")
     try:
         message = _structured(raw)
-        if message_to_item(message) == raw:
+        back = message_to_item(message)
+        if back == raw:
+            if _order(back) != _order(raw):
+                # Kept as added: the store's JSON (jsonb) may not keep key order.
+                meta = {**adapter_meta(message), "keys": _order(raw)}
+                message = message.model_copy(
+                    update={"metadata": {**message.metadata, ADAPTER_KEY: meta}}
+                )
             return message
     except (Unmapped, ValidationError, KeyError, TypeError, ValueError):
         pass
@@ -208,7 +217,9 @@ def _opaque(raw: dict[str, Any]) -> Message:
     role = _ROLES.get(str(raw.get("role")), "assistant")
     label = f"[openai item: {str(raw.get('type', 'message'))[:100]}]"
     if json_problem({"item": raw}, max_chars=MAX_METADATA_CHARS - 200) is None:
-        return Message(role=role, content=label, metadata=_meta("opaque", item=raw))
+        return Message(
+            role=role, content=label, metadata=_meta("opaque", item=raw, keys=_order(raw))
+        )
     # Too large for metadata: the item goes in the content (which has the
     # store's content size limit), as JSON.
     return Message(
@@ -221,10 +232,46 @@ def _opaque(raw: dict[str, Any]) -> Message:
 # --- messages -> items -------------------------------------------------------------------
 
 
+def _order(item: dict[str, Any]) -> list[Any]:
+    """An item's key order: its keys, then each content part's."""
+    order: list[Any] = list(item)
+    for key in ("content", "output"):
+        value = item.get(key)
+        if isinstance(value, list) and all(isinstance(p, dict) for p in value):
+            order.append([list(p) for p in value])
+            break
+    return order
+
+
+def _ordered(item: dict[str, Any], order: list[Any]) -> dict[str, Any]:
+    """`item` with its keys (and its content parts' keys) in `order`."""
+    keys = [k for k in order if isinstance(k, str)]
+    parts = next((p for p in order if isinstance(p, list)), None)
+    out = {k: item[k] for k in keys if k in item}
+    out.update((k, v) for k, v in item.items() if k not in out)
+    if parts is not None:
+        for key in ("content", "output"):
+            value = out.get(key)
+            if isinstance(value, list) and len(value) == len(parts):
+                out[key] = [
+                    {**{k: p[k] for k in shape if k in p}, **p}
+                    for p, shape in zip(value, parts, strict=True)
+                ]
+                break
+    return out
+
+
 def message_to_item(message: Message) -> dict[str, Any]:
-    """A stored (or drafted) message back as the item it was added as.
-    A message not written by this adapter is rendered as a plain item."""
+    """A stored (or drafted) message back as the item it was added as, its
+    keys in the order they were added. A message not written by this
+    adapter is rendered as a plain item."""
     meta = adapter_meta(message)
+    item = _item(message, meta)
+    order = meta.get("keys")
+    return _ordered(item, order) if isinstance(order, list) else item
+
+
+def _item(message: Message, meta: dict[str, Any]) -> dict[str, Any]:
     kind = meta.get("kind") if meta.get("format") == FORMAT else None
     extra = dict(meta.get("extra") or {})
     if kind == "opaque":

@@ -1,4 +1,4 @@
-# mypy: disable-error-code="arg-type,typeddict-item,type-var"
+# mypy: disable-error-code="arg-type,typeddict-item,type-var,list-item"
 """The Agents SDK session adapter, driven by the SDK's own Runner with a
 scripted model (no network, no API key)."""
 
@@ -311,3 +311,49 @@ async def test_round_trip_property(items: list[dict[str, Any]]) -> None:
     session = ConvoSession("prop", InMemoryRepository())
     await session.add_items(items)
     assert await session.get_items() == items
+
+
+# --- reading the last N, re-used call ids, key order ---------------------------------------
+
+
+async def test_get_items_limit_reads_the_last_n(repository: Repository) -> None:
+    session = ConvoSession("last-n", repository)
+    await session.add_items([{"role": "user", "content": f"m{i}"} for i in range(30)])
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    await session.add_items([call])
+    await session.pop_item()  # leaves an internal result behind, never shown
+    everything = await session.get_items()
+    for n in (1, 3, 10, 29, 30, 31, 100):
+        assert await session.get_items(limit=n) == everything[-n:]
+    assert await session.get_items(limit=0) == []
+    assert await ConvoSession("nobody", repository).get_items(limit=5) == []
+
+
+async def test_reused_call_id_is_a_new_call_and_never_reaches_the_database(
+    repository: Repository, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = ConvoSession("reuse", repository)
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    await session.add_items([{"role": "user", "content": "hi"}, call, output])
+    with caplog.at_level("WARNING"):
+        await session.add_items([call, output])
+        await ConvoSession("reuse", repository).add_items([call, output])  # a fresh object
+    assert not [r for r in caplog.records if "discarding" in r.getMessage()]
+    items = await session.get_items()
+    assert items == [{"role": "user", "content": "hi"}, call, output, call, output, call, output]
+
+
+async def test_items_keep_their_key_order(repository: Repository) -> None:
+    session = ConvoSession("order", repository)
+    items = [
+        ResponseFunctionToolCall(
+            id="fc_1", call_id="c1", name="f", arguments='{"b":1,"a":2}', type="function_call"
+        ).model_dump(exclude_unset=True),
+        {"output": "ok", "call_id": "c1", "type": "function_call_output"},
+        _say("done", 2).model_dump(exclude_unset=True),
+        {"type": "web_search_call", "status": "completed", "id": "ws_1", "action": {"q": "x"}},
+    ]
+    await session.add_items(items)
+    back = await ConvoSession("order", repository).get_items()
+    assert [json.dumps(i) for i in back] == [json.dumps(i) for i in items]
