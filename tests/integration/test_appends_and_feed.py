@@ -16,6 +16,7 @@ import pytest
 from store.domain.conversation_keys import stream_id
 from store.domain.errors import (
     ConcurrencyConflict,
+    ConversationExists,
     ConversationNotFound,
     IdempotencyConflict,
     InvalidMessage,
@@ -122,9 +123,12 @@ async def test_refused_writes_add_nothing_to_the_feed(
     assert (caught.value.expected, caught.value.actual) == (1, 2)
     assert "expected 1" in str(caught.value)
     assert "version 2" in str(caught.value)
-    # Creating it again is a NO_STREAM expectation on a stream that exists.
-    with pytest.raises(ConcurrencyConflict, match="no stream"):
+    # Creating it again is a NO_STREAM expectation on a stream that exists:
+    # a ConversationExists, which is a ConcurrencyConflict expecting no stream.
+    with pytest.raises(ConversationExists, match="already exists") as exists:
         await repository.create_conversation(cid)
+    assert isinstance(exists.value, ConcurrencyConflict)
+    assert exists.value.expected == "no stream"
     # A key reused for other content; a client id reused for other content;
     # a retry of which only some client ids are stored.
     with pytest.raises(IdempotencyConflict, match="turn-1"):
