@@ -8,7 +8,8 @@ The pipeline, in order (each step in its own module):
 3. rename reused call ids and spell non-finite argument numbers as text
    (`sanitize`, always), then make tool blocks contiguous and repair the
    window (`repair`);
-4. trim the oldest turns to the token budget (`budget`);
+4. clip tool results over their limit (`clipping`), then trim the oldest
+   turns to the token budget (`budget`);
 5. fold reminders into the last user message if `reminder_style="inline"`;
 6. place the special block (`placement`) on that list — the one the
    provider will see;
@@ -25,12 +26,15 @@ from functools import cached_property
 from typing import Any
 
 from store.assembler.budget import trim_to_budget
+from store.assembler.clipping import clip_tool_results
 from store.assembler.diagnostics import (
     BudgetTrim,
     Diagnostics,
+    ReasoningReplay,
     Repair,
     SpecialBlockPlacement,
     StablePrefix,
+    ToolResultClipping,
 )
 from store.assembler.errors import EmptyWindow
 from store.assembler.fingerprint import stable_prefix
@@ -134,6 +138,8 @@ class Frame:
         stable_prefix: StablePrefix,
         cache_breakpoints: tuple[str, ...],
         dropped_by_budget: BudgetTrim | None,
+        clipped: ToolResultClipping | None = None,
+        reasoning: ReasoningReplay | None = None,
     ) -> Diagnostics:
         """The build's diagnostics, its special block placed at `at` in a
         history of `history_size` messages."""
@@ -157,6 +163,8 @@ class Frame:
             stable_prefix=stable_prefix,
             cache_breakpoints=cache_breakpoints,
             dropped_by_budget=dropped_by_budget,
+            clipped_tool_results=clipped,
+            reasoning_replay=reasoning,
         )
 
 
@@ -172,7 +180,7 @@ def _render(
     format: ProviderFormat, conversation: Conversation, options: AssembleOptions
 ) -> Rendered:
     if format is ProviderFormat.OPENAI_CHAT:
-        return openai_chat.render(conversation)
+        return openai_chat.render(conversation, options.chat_reasoning)
     if format is ProviderFormat.OPENAI_RESPONSES:
         return openai_responses.render(conversation)
     if format is ProviderFormat.ANTHROPIC:
@@ -200,6 +208,11 @@ def assemble(
     window, repairs = sanitize_window([m for m in messages if m.agent_id == agent_id])
     history, repaired = normalise_window(window, repair=options.repair)
     repairs.extend(repaired)
+    # Clip first: the budget then drops whole turns only if clipped results
+    # still do not fit.
+    history, clipped = clip_tool_results(
+        history, options.max_tool_result_chars, options.max_tool_result_chars_by_tool
+    )
 
     # Token estimates are computed once per message and shared by the budget,
     # the stable prefix and the diagnostics.
@@ -253,6 +266,8 @@ def assemble(
         stable_prefix=prefix,
         cache_breakpoints=rendered.cache_breakpoints,
         dropped_by_budget=trim,
+        clipped=clipped,
+        reasoning=rendered.reasoning,
     )
     return Assembly(
         payload=rendered.payload,

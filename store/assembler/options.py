@@ -8,10 +8,19 @@ Everything here is a frozen value with a default, so
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store.domain.inputs import MAX_TEXT_CHARS, Identifier, at_most
 from store.domain.tokens import TokenCounter, approximate_tokens
+
+# A clipped result keeps at least this much besides its marker; a smaller
+# limit would send the marker alone.
+MIN_TOOL_RESULT_CHARS = 200
+MAX_TOOL_LIMITS = 256  # per-tool overrides in one request
+
+ToolResultChars = Annotated[int, Field(ge=MIN_TOOL_RESULT_CHARS, le=MAX_TEXT_CHARS, strict=True)]
 
 
 class ProviderFormat(StrEnum):
@@ -38,6 +47,20 @@ class ReminderStyle(StrEnum):
 
     NATIVE = "native"
     INLINE = "inline"
+
+
+class ChatReasoning(StrEnum):
+    """Which stored `reasoning_content` an `openai-chat` payload sends back
+    (OpenAI-compatible endpoints that think: DeepSeek, Qwen, Kimi, ...).
+
+    `current_tool_loop`: the assistant messages since the last user message
+    (the tool-use loop under way), which such endpoints expect back; earlier
+    turns' reasoning is left out, as they expect. `all`: every assistant
+    message's. `off`: none."""
+
+    OFF = "off"
+    CURRENT_TOOL_LOOP = "current_tool_loop"
+    ALL = "all"
 
 
 DEFAULT_N: dict[PlacementPolicy, int] = {
@@ -76,6 +99,15 @@ class AssembleOptions(BaseModel):
     # Folded into the last user message in xml-tools mode; None or "" = none.
     xml_final_instruction: str | None = DEFAULT_XML_FINAL_INSTRUCTION
     token_counter: TokenCounter = approximate_tokens
+    # Reasoning replay on `openai-chat` (`ChatReasoning`).
+    chat_reasoning: ChatReasoning = ChatReasoning.CURRENT_TOOL_LOOP
+    # Tool results longer than this are sent as head + marker + tail
+    # (`store.assembler.clipping`); None = sent whole.
+    max_tool_result_chars: ToolResultChars | None = None
+    # The limit for one tool's results, by tool name; wins over the default.
+    max_tool_result_chars_by_tool: Annotated[
+        dict[Identifier, ToolResultChars], at_most(MAX_TOOL_LIMITS, "per-tool limits")
+    ] = Field(default_factory=dict)
 
     @property
     def effective_n(self) -> int:

@@ -100,3 +100,73 @@ def test_options_are_validated_into_the_assemblers_model() -> None:
     assert assemble_options({"policy": "from_end", "n": 2}).policy is PlacementPolicy.FROM_END
     with pytest.raises(Exception, match="options"):
         assemble_options({"n": 0})
+
+
+async def test_tool_results_are_clipped_in_the_payload_not_in_the_store(
+    acme: httpx.AsyncClient,
+) -> None:
+    cid = await new_conversation(acme)
+    big = "HEAD" + "m" * 200_000 + "TAIL"
+    turn = [
+        {"role": "user", "content": "read the log"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "name": "read_log", "arguments": {}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": big},
+    ]
+    appended = await acme.post(f"/conversations/{cid}/messages", json={"messages": turn})
+    assert appended.status_code in {200, 201}, appended.text
+    url = f"/conversations/{cid}/assemble"
+    options = {"max_tool_result_chars": 50_000, "max_tool_result_chars_by_tool": {"read_log": 500}}
+    response = await acme.post(url, json={"format": "anthropic", "options": options})
+    assert response.status_code == 200, response.text
+    text = str(response.json()["payload"])
+    assert "HEAD" in text
+    assert "TAIL" in text
+    assert "characters cut from this tool result" in text
+    clipped = response.json()["diagnostics"]["clipped_tool_results"]
+    assert clipped["clipped"] == 1
+    assert clipped["call_ids"] == ["c1"]
+    stored = await acme.get(f"/conversations/{cid}/messages")
+    assert big in stored.text
+    refused = await acme.post(url, json={"options": {"max_tool_result_chars": 5}})
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("body.options.max_tool_result_chars:")
+
+
+async def test_reasoning_content_is_appended_and_replayed_on_chat(acme: httpx.AsyncClient) -> None:
+    cid = await new_conversation(acme)
+    turn = [
+        {"role": "user", "content": "what time is it?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "I should call the clock.",
+            "tool_calls": [{"id": "c1", "name": "clock", "arguments": {}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "12:00"},
+    ]
+    appended = await acme.post(f"/conversations/{cid}/messages", json={"messages": turn})
+    assert appended.status_code in {200, 201}, appended.text
+    url = f"/conversations/{cid}/assemble"
+    response = await acme.post(url, json={"format": "openai-chat"})
+    assert response.status_code == 200, response.text
+    [assistant] = [m for m in response.json()["payload"]["messages"] if m["role"] == "assistant"]
+    assert assistant["reasoning_content"] == "I should call the clock."
+    replay = response.json()["diagnostics"]["reasoning_replay"]
+    assert replay == {
+        "mode": "current_tool_loop",
+        "replayed": 1,
+        "left_out": 0,
+        "other_providers": 0,
+    }
+    off = await acme.post(url, json={"options": {"chat_reasoning": "off"}})
+    assert "reasoning_content" not in str(off.json()["payload"])
+    bad = await acme.post(
+        f"/conversations/{cid}/messages",
+        json={"messages": [{"role": "user", "content": "x", "reasoning_content": "no"}]},
+    )
+    assert bad.status_code == 422
+    assert "only assistant messages carry reasoning_content" in bad.json()["detail"]

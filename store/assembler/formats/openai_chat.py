@@ -4,14 +4,23 @@ The system prompt is the first system message; a mid-conversation system
 message (a reminder, a summary) stays a system message at its place; tool
 call arguments are JSON strings; an assistant message's content is null only
 when it carries tool calls. Tool ids longer than 40 characters are renamed
-(`tool_ids`). Reasoning data is not replayed (Chat Completions has no field
-for it).
+(`tool_ids`).
+
+Reasoning: OpenAI's own Chat Completions has no field for it, but the
+OpenAI-compatible endpoints that think (DeepSeek, Qwen, Kimi, ...) return it
+as `reasoning_content` on the assistant message and expect the current
+tool-use loop's back in the same field (earlier turns' left out). Stored
+reasoning of that provider (`CHAT_REASONING`) is sent so, as
+`options.chat_reasoning` says; other providers' reasoning (signed thinking,
+encrypted items) has no place here and is left out. Both are counted in
+the diagnostics (`ReasoningReplay`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from store.assembler.diagnostics import ReasoningReplay
 from store.assembler.formats.common import (
     Conversation,
     Rendered,
@@ -19,8 +28,10 @@ from store.assembler.formats.common import (
     image_url,
     text_parts,
 )
+from store.assembler.options import ChatReasoning
+from store.assembler.special_block import SPECIAL_SLOT
 from store.assembler.tool_ids import OPENAI_CHAT, provider_ids
-from store.domain.messages import ImagePart, Message, TextPart
+from store.domain.messages import CHAT_REASONING, ImagePart, Message, TextPart
 
 
 def user_content(message: Message) -> str | list[dict[str, Any]]:
@@ -72,7 +83,48 @@ def render_message(message: Message, ids: dict[str, str] = _NONE) -> dict[str, A
     }
 
 
-def render(conversation: Conversation) -> Rendered:
+def loop_start(history: tuple[Message, ...]) -> int:
+    """Where the current tool-use loop starts: just after the last user
+    message (the special block's messages are not the user's)."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role == "user" and SPECIAL_SLOT not in message.metadata:
+            return index + 1
+    return 0
+
+
+def _replay(
+    history: tuple[Message, ...], rendered: list[dict[str, Any]], mode: ChatReasoning
+) -> ReasoningReplay | None:
+    """Put each replayed assistant message's reasoning in its rendered
+    message (`rendered[i]` is `history[i]`'s); what was done, or None when
+    no message carries reasoning."""
+    if not any(m.reasoning for m in history):
+        return None
+    start = len(history) if mode is ChatReasoning.OFF else 0
+    if mode is ChatReasoning.CURRENT_TOOL_LOOP:
+        start = loop_start(history)
+    replayed = left_out = others = 0
+    for index, message in enumerate(history):
+        if not message.reasoning or message.role != "assistant":
+            continue
+        texts = [r.text for r in message.reasoning if r.provider == CHAT_REASONING and r.text]
+        others += any(r.provider != CHAT_REASONING for r in message.reasoning)
+        if not texts:
+            continue
+        if index >= start:
+            rendered[index]["reasoning_content"] = "\n".join(texts)
+            replayed += 1
+        else:
+            left_out += 1
+    return ReasoningReplay(
+        mode=mode.value, replayed=replayed, left_out=left_out, other_providers=others
+    )
+
+
+def render(
+    conversation: Conversation, reasoning: ChatReasoning = ChatReasoning.CURRENT_TOOL_LOOP
+) -> Rendered:
     ids, renamed = provider_ids(conversation.history, OPENAI_CHAT)
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt is not None:
@@ -89,4 +141,6 @@ def render(conversation: Conversation) -> Rendered:
             append({"role": "assistant", "content": content if content.strip() else ""})
         else:
             append(render_message(message, ids))
-    return Rendered(payload={"messages": messages}, repairs=tuple(renamed))
+    head = 0 if conversation.system_prompt is None else 1
+    replay = _replay(conversation.history, messages[head:], reasoning)
+    return Rendered(payload={"messages": messages}, repairs=tuple(renamed), reasoning=replay)
