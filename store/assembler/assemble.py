@@ -187,7 +187,11 @@ def _render(
         return anthropic.render(conversation, cache_breakpoints=options.cache_breakpoints)
     if format is ProviderFormat.GEMINI:
         return gemini.render(conversation)
-    return xml_tools.render(conversation, final_instruction=options.xml_final_instruction)
+    return xml_tools.render(
+        conversation,
+        final_instruction=options.xml_final_instruction,
+        user_question=options.xml_user_question,
+    )
 
 
 def assemble(

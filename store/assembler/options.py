@@ -98,6 +98,8 @@ class AssembleOptions(BaseModel):
     cache_breakpoints: bool = True
     # Folded into the last user message in xml-tools mode; None or "" = none.
     xml_final_instruction: str | None = DEFAULT_XML_FINAL_INSTRUCTION
+    # xml-tools: the user's last typed message wrapped in <sentra-user-question>.
+    xml_user_question: bool = Field(default=True, strict=True)
     token_counter: TokenCounter = approximate_tokens
     # Reasoning replay on `openai-chat` (`ChatReasoning`).
     chat_reasoning: ChatReasoning = ChatReasoning.CURRENT_TOOL_LOOP

@@ -170,3 +170,36 @@ async def test_reasoning_content_is_appended_and_replayed_on_chat(acme: httpx.As
     )
     assert bad.status_code == 422
     assert "only assistant messages carry reasoning_content" in bad.json()["detail"]
+
+
+async def test_xml_tool_calls_are_parsed_over_http(acme: httpx.AsyncClient) -> None:
+    reply = (
+        "Let me look.\n<SENTRA-TOOLS>\n  <Invoke name=ls>\n"
+        '    <Parameter NAME="path"><STRING>src</STRING></Parameter>\n'
+        "  </Invoke>\n</SENTRA-TOOLS>"
+    )
+    response = await acme.post("/xml-tools/parse", json={"text": reply, "id_prefix": "r1"})
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "calls": [{"id": "r1_0", "name": "ls", "arguments": {"path": "src"}}]
+    }
+    nothing = await acme.post("/xml-tools/parse", json={"text": "no tools"})
+    assert nothing.json() == {"calls": []}
+    long_name = "n" * 300
+    bad = await acme.post(
+        "/xml-tools/parse",
+        json={
+            "text": f'<sentra-tools><invoke name="{long_name}">'
+            '<parameter name="a">1</parameter></invoke></sentra-tools>'
+        },
+    )
+    assert bad.status_code == 422
+    assert bad.json()["detail"].startswith("body.text: invoke 0")
+    nul = await acme.post("/xml-tools/parse", json={"text": "a\u0000b"})
+    assert nul.status_code == 422
+    assert "NUL" in nul.json()["detail"]
+    prefix = await acme.post("/xml-tools/parse", json={"text": "x", "id_prefix": "a b"})
+    assert prefix.status_code == 422
+    assert prefix.json()["detail"].startswith("body.id_prefix:")
+    too_long = await acme.post("/xml-tools/parse", json={"text": "x" * 1_000_001})
+    assert too_long.status_code in {413, 422}
