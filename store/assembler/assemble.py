@@ -9,7 +9,8 @@ The pipeline, in order (each step in its own module):
    (`sanitize`, always), then make tool blocks contiguous and repair the
    window (`repair`);
 4. clip tool results over their limit (`clipping`), then trim the oldest
-   turns to the token budget (`budget`);
+   turns to the token budget (`budget`), then refuse tool images over
+   their size limits (`tool_images`);
 5. fold reminders into the last user message if `reminder_style="inline"`;
 6. place the special block (`placement`) on that list — the one the
    provider will see;
@@ -48,6 +49,7 @@ from store.assembler.repair import normalise_window
 from store.assembler.sanitize import sanitize_window
 from store.assembler.special_block import SPECIAL_SLOT, special_block
 from store.assembler.system_prompt import SystemPromptChoice, choose_system_prompt
+from store.assembler.tool_images import check_tool_images
 from store.domain.context import AgentProfile, ContextSlots
 from store.domain.messages import Message
 from store.domain.tokens import TokenCounter, estimate_messages_tokens
@@ -228,6 +230,12 @@ def assemble(
             history, fixed_tokens=fixed, budget=options.token_budget, count=count, costs=costs
         )
         costs = costs[trim.dropped_messages :]
+    # After the budget: images in dropped turns are not sent.
+    check_tool_images(
+        history,
+        per_image=options.max_tool_image_bytes,
+        per_payload=options.max_tool_images_bytes,
+    )
     if options.reminder_style is ReminderStyle.INLINE:
         history, folded = inline_reminders(history)
         repairs.extend(folded)

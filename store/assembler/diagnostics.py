@@ -45,6 +45,7 @@ class RepairKind(StrEnum):
     RENAMED_TOOL_ID = "renamed_tool_id"
     REPLACED_NON_FINITE_NUMBER = "replaced_non_finite_number"
     DROPPED_DUPLICATE_REASONING = "dropped_duplicate_reasoning"
+    MOVED_TOOL_RESULT_IMAGES = "moved_tool_result_images"
 
 
 class Repair(_Value):

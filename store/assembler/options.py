@@ -20,6 +20,12 @@ from store.domain.tokens import TokenCounter, approximate_tokens
 MIN_TOOL_RESULT_CHARS = 200
 MAX_TOOL_LIMITS = 256  # per-tool overrides in one request
 
+# Images from tools: one image, and all of a payload's, decoded. Anthropic
+# takes at most 5 MB an image; the whole request has its own cap.
+DEFAULT_TOOL_IMAGE_BYTES = 5 * 1024 * 1024
+DEFAULT_TOOL_IMAGES_BYTES = 20 * 1024 * 1024
+MAX_TOOL_IMAGES_BYTES = 512 * 1024 * 1024
+
 ToolResultChars = Annotated[int, Field(ge=MIN_TOOL_RESULT_CHARS, le=MAX_TEXT_CHARS, strict=True)]
 
 
@@ -101,6 +107,13 @@ class AssembleOptions(BaseModel):
     # xml-tools: the user's last typed message wrapped in <sentra-user-question>.
     xml_user_question: bool = Field(default=True, strict=True)
     token_counter: TokenCounter = approximate_tokens
+    # Images from tools: refused over these sizes (`store.assembler.tool_images`).
+    max_tool_image_bytes: int = Field(
+        default=DEFAULT_TOOL_IMAGE_BYTES, ge=1, le=MAX_TOOL_IMAGES_BYTES, strict=True
+    )
+    max_tool_images_bytes: int = Field(
+        default=DEFAULT_TOOL_IMAGES_BYTES, ge=1, le=MAX_TOOL_IMAGES_BYTES, strict=True
+    )
     # Reasoning replay on `openai-chat` (`ChatReasoning`).
     chat_reasoning: ChatReasoning = ChatReasoning.CURRENT_TOOL_LOOP
     # Tool results longer than this are sent as head + marker + tail

@@ -203,3 +203,36 @@ async def test_xml_tool_calls_are_parsed_over_http(acme: httpx.AsyncClient) -> N
     assert prefix.json()["detail"].startswith("body.id_prefix:")
     too_long = await acme.post("/xml-tools/parse", json={"text": "x" * 1_000_001})
     assert too_long.status_code in {413, 422}
+
+
+async def test_images_from_tools_are_sent_and_limited(acme: httpx.AsyncClient) -> None:
+    cid = await new_conversation(acme)
+    shot = {"type": "image", "data": "A" * 4_000, "media_type": "image/png"}
+    turn = [
+        {"role": "user", "content": "take a screenshot"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "name": "screenshot", "arguments": {}}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": [{"type": "text", "text": "here it is"}, shot],
+        },
+    ]
+    appended = await acme.post(f"/conversations/{cid}/messages", json={"messages": turn})
+    assert appended.status_code in {200, 201}, appended.text
+    url = f"/conversations/{cid}/assemble"
+    anthropic = await acme.post(url, json={"format": "anthropic"})
+    assert anthropic.status_code == 200, anthropic.text
+    [result] = anthropic.json()["payload"]["messages"][-1]["content"][:1]
+    assert result["content"][1]["source"]["data"] == shot["data"]
+    chat = await acme.post(url, json={"format": "openai-chat"})
+    assert chat.json()["payload"]["messages"][-1]["content"][0] == {
+        "type": "text",
+        "text": "[images returned by tool call c1]",
+    }
+    refused = await acme.post(url, json={"options": {"max_tool_image_bytes": 1_000}})
+    assert refused.status_code == 422
+    assert "3,000 bytes, over the limit of 1,000 per image" in refused.json()["detail"]

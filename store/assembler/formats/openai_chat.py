@@ -4,7 +4,8 @@ The system prompt is the first system message; a mid-conversation system
 message (a reminder, a summary) stays a system message at its place; tool
 call arguments are JSON strings; an assistant message's content is null only
 when it carries tool calls. Tool ids longer than 40 characters are renamed
-(`tool_ids`).
+(`tool_ids`). A tool message takes text only: images returned by tools
+follow the block's results in one user message (`tool_images`).
 
 Reasoning: OpenAI's own Chat Completions has no field for it, but the
 OpenAI-compatible endpoints that think (DeepSeek, Qwen, Kimi, ...) return it
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.assembler.diagnostics import ReasoningReplay
+from store.assembler.diagnostics import ReasoningReplay, Repair, RepairKind
 from store.assembler.formats.common import (
     Conversation,
     Rendered,
@@ -31,6 +32,7 @@ from store.assembler.formats.common import (
 from store.assembler.options import ChatReasoning
 from store.assembler.special_block import SPECIAL_SLOT
 from store.assembler.tool_ids import OPENAI_CHAT, provider_ids
+from store.assembler.tool_images import images_note, result_images
 from store.domain.messages import CHAT_REASONING, ImagePart, Message, TextPart
 
 
@@ -94,11 +96,14 @@ def loop_start(history: tuple[Message, ...]) -> int:
 
 
 def _replay(
-    history: tuple[Message, ...], rendered: list[dict[str, Any]], mode: ChatReasoning
+    history: tuple[Message, ...],
+    rendered: list[dict[str, Any]],
+    at: list[int],
+    mode: ChatReasoning,
 ) -> ReasoningReplay | None:
     """Put each replayed assistant message's reasoning in its rendered
-    message (`rendered[i]` is `history[i]`'s); what was done, or None when
-    no message carries reasoning."""
+    message (`rendered[at[i]]` is `history[i]`'s); what was done, or None
+    when no message carries reasoning."""
     if not any(m.reasoning for m in history):
         return None
     start = len(history) if mode is ChatReasoning.OFF else 0
@@ -113,7 +118,7 @@ def _replay(
         if not texts:
             continue
         if index >= start:
-            rendered[index]["reasoning_content"] = "\n".join(texts)
+            rendered[at[index]]["reasoning_content"] = "\n".join(texts)
             replayed += 1
         else:
             left_out += 1
@@ -130,17 +135,54 @@ def render(
     if conversation.system_prompt is not None:
         messages.append({"role": "system", "content": conversation.system_prompt})
     append = messages.append
+    # Where each history message was rendered: images from tools add
+    # messages of their own.
+    at: list[int] = []
+    mark = at.append
+    images: list[dict[str, Any]] = []  # from the results of the block under way
+    moved: list[Repair] = []
     for message in conversation.history:
         # The common cases inline: plain text from the user, or from the
         # assistant without tool calls.
         content = message.content
         role = message.role
+        if images and role != "tool":
+            moved.append(_images_message(messages, images))
+            images = []
+        mark(len(messages))
         if content.__class__ is str and role == "user":
             append({"role": "user", "content": content})
         elif content.__class__ is str and role == "assistant" and not message.tool_calls:
             append({"role": "assistant", "content": content if content.strip() else ""})
         else:
             append(render_message(message, ids))
-    head = 0 if conversation.system_prompt is None else 1
-    replay = _replay(conversation.history, messages[head:], reasoning)
-    return Rendered(payload={"messages": messages}, repairs=tuple(renamed), reasoning=replay)
+            if role == "tool" and content.__class__ is not str:
+                images.extend(_tool_images(message, ids))
+    if images:
+        moved.append(_images_message(messages, images))
+    replay = _replay(conversation.history, messages, at, reasoning)
+    return Rendered(payload={"messages": messages}, repairs=(*renamed, *moved), reasoning=replay)
+
+
+def _tool_images(message: Message, ids: dict[str, str]) -> list[dict[str, Any]]:
+    """A result's images as user content parts, after a line naming its call."""
+    found = result_images(message)
+    if not found:
+        return []
+    call_id = message.tool_call_id or ""
+    return [
+        {"type": "text", "text": images_note(ids.get(call_id, call_id))},
+        *({"type": "image_url", "image_url": {"url": image_url(i)}} for i in found),
+    ]
+
+
+def _images_message(messages: list[dict[str, Any]], parts: list[dict[str, Any]]) -> Repair:
+    """Add the user message carrying a block's images from tools, right
+    after its results (Chat's tool messages take text only)."""
+    messages.append({"role": "user", "content": parts})
+    return Repair(
+        kind=RepairKind.MOVED_TOOL_RESULT_IMAGES,
+        detail="images from tool results sent in a user message right after the results "
+        "(a Chat tool message takes text only)",
+        payload_index=len(messages) - 1,
+    )

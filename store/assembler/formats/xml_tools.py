@@ -4,7 +4,8 @@ no `tool_calls` and no `tool` role.
 
 Each tool round (an assistant message with calls + their results) becomes
 ONE assistant message: its text, the `<sentra-tools>` call XML, a blank
-line, then one `<sentra-result>` per result. `step` numbers every call of
+line, then one `<sentra-result>` per result (images returned by tools
+follow the round in a user message). `step` numbers every call of
 the conversation from 0. Mid-conversation system messages become
 `<system-reminder>` user text. Consecutive same-role messages are merged so
 user and assistant alternate, and the final instruction is folded into the
@@ -22,12 +23,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from store.assembler.diagnostics import Repair, RepairKind
-from store.assembler.formats.common import Conversation, Rendered, system_note_text, text_parts
+from store.assembler.formats.common import (
+    Conversation,
+    Rendered,
+    image_url,
+    system_note_text,
+    text_parts,
+)
 from store.assembler.formats.openai_chat import user_content
 from store.assembler.formats.xml_parser import parse_tool_calls
 from store.assembler.formats.xml_values import escape_attribute, escape_text, render_json
 from store.assembler.formats.xml_values import render_parameter as _parameter
 from store.assembler.special_block import SPECIAL_SLOT
+from store.assembler.tool_images import images_note, result_images
 from store.domain.messages import Message, MessageKind, ToolCall
 
 __all__ = ["parse_tool_calls", "render", "render_result", "render_tool_calls"]
@@ -160,8 +168,11 @@ class _Chat:
         )
 
 
-def _tool_round(history: Sequence[Message], start: int, step: int) -> tuple[str, int, int]:
-    """(assistant text of the round, index after it, next step)."""
+def _tool_round(
+    history: Sequence[Message], start: int, step: int, images: list[dict[str, Any]]
+) -> tuple[str, int, int]:
+    """(assistant text of the round, index after it, next step); the
+    results' images from tools are added to `images`."""
     message = history[start]
     calls = {call.id: call for call in message.tool_calls}
     steps = {call.id: step + k for k, call in enumerate(message.tool_calls)}
@@ -172,6 +183,10 @@ def _tool_round(history: Sequence[Message], start: int, step: int) -> tuple[str,
         if call_id not in calls:
             break
         results.append(render_result(step=steps[call_id], call=calls[call_id], result=history[end]))
+        found = result_images(history[end])
+        if found:
+            images.append({"type": "text", "text": images_note(call_id)})
+            images.extend({"type": "image_url", "image_url": {"url": image_url(i)}} for i in found)
         end += 1
     pieces = [*text_parts(message), render_tool_calls(message.tool_calls)]
     text = "\n\n".join(pieces)
@@ -196,8 +211,11 @@ def render(
         message = history[i]
         role = message.role
         if role == "assistant" and message.tool_calls:
-            text, i, step = _tool_round(history, i, step)
+            images: list[dict[str, Any]] = []
+            text, i, step = _tool_round(history, i, step, images)
             add("assistant", text)
+            if images:  # the protocol's results are text: the images follow
+                add("user", images)
             continue
         if role == "tool":
             # Only reachable with repair off: a result whose call is not visible.

@@ -90,6 +90,13 @@ RESULT_TEXTS = [
 ]
 
 
+# A result: text, or (images from tools) text and images.
+result_contents = st.sampled_from(RESULT_TEXTS) | st.builds(
+    lambda text, shots: (TextPart(text=text), *shots),
+    st.sampled_from(RESULT_TEXTS),
+    st.lists(images, min_size=1, max_size=2),
+)
+
 NAN, INF = float("nan"), float("inf")
 # Argument objects of every shape that matters to a payload, drawn in one step
 # (cheap: for tests that spend their time on assembling, not on arguments).
@@ -208,7 +215,7 @@ def conversations(
                     Message(
                         role="tool",
                         tool_call_id=call.id,
-                        content=draw(st.sampled_from(RESULT_TEXTS)),
+                        content=draw(result_contents),
                         is_error=draw(st.booleans()),
                         agent_id=agent,
                     )
