@@ -52,7 +52,7 @@ from store.assembler.system_prompt import SystemPromptChoice, choose_system_prom
 from store.assembler.tool_images import check_tool_images
 from store.domain.context import AgentProfile, ContextSlots
 from store.domain.messages import Message
-from store.domain.tokens import TokenCounter, estimate_messages_tokens
+from store.domain.tokens import estimate_messages_tokens
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -107,14 +107,22 @@ class Frame:
     tokens: int
 
     @classmethod
-    def of(cls, profile: AgentProfile, slots: ContextSlots, count: TokenCounter) -> Frame:
+    def of(cls, profile: AgentProfile, slots: ContextSlots, options: AssembleOptions) -> Frame:
+        count = options.token_counter
         choice = choose_system_prompt(profile)
         system = (
             Message(role="system", content=choice.text, agent_id=profile.agent_id)
             if choice.text is not None
             else None
         )
-        block = special_block(choice.role_definition, slots, agent_id=profile.agent_id)
+        block = special_block(
+            choice.role_definition,
+            slots,
+            agent_id=profile.agent_id,
+            sub_agent=profile.is_sub_agent,
+            useful_info_items=options.useful_info_items,
+            folder_notes_per_folder=options.folder_notes_per_folder,
+        )
         tokens = sum(estimate_messages_tokens([*([system] if system else []), *block], count))
         return cls(
             agent_id=profile.agent_id, choice=choice, system=system, block=block, tokens=tokens
@@ -207,7 +215,7 @@ def assemble(
     options = options or AssembleOptions()
     provider = parse_format(format)
     count = options.token_counter
-    frame = Frame.of(profile, slots, count)
+    frame = Frame.of(profile, slots, options)
     choice, fixed = frame.choice, frame.tokens
 
     agent_id = profile.agent_id

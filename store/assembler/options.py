@@ -116,6 +116,10 @@ class AssembleOptions(BaseModel):
     )
     # Reasoning replay on `openai-chat` (`ChatReasoning`).
     chat_reasoning: ChatReasoning = ChatReasoning.CURRENT_TOOL_LOOP
+    # Useful information and folder notes given as items (`slot_items`):
+    # the newest items, and each folder's last notes.
+    useful_info_items: int = Field(default=10, ge=1, le=1_000, strict=True)
+    folder_notes_per_folder: int = Field(default=3, ge=1, le=1_000, strict=True)
     # Tool results longer than this are sent as head + marker + tail
     # (`store.assembler.clipping`); None = sent whole.
     max_tool_result_chars: ToolResultChars | None = None

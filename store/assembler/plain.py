@@ -144,7 +144,7 @@ def _assembly(
 ) -> Assembly:
     """The assembly of a plain window, `assemble`'s steps on its rendered
     rows: the frame, the special block's place, the prefix, the diagnostics."""
-    frame = Frame.of(profile, slots, options.token_counter)
+    frame = Frame.of(profile, slots, options)
     block = frame.block
     size = len(rows)
     at = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -236,3 +238,22 @@ async def test_images_from_tools_are_sent_and_limited(acme: httpx.AsyncClient) -
     refused = await acme.post(url, json={"options": {"max_tool_image_bytes": 1_000}})
     assert refused.status_code == 422
     assert "3,000 bytes, over the limit of 1,000 per image" in refused.json()["detail"]
+
+
+async def test_useful_information_items_keep_the_newest_over_http(acme: httpx.AsyncClient) -> None:
+    cid = await new_conversation(acme)
+    await acme.post(
+        f"/conversations/{cid}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
+    )
+    items = json.dumps([{"content": f"fact {i}"} for i in range(5)])
+    put = await acme.put(
+        f"/conversations/{cid}/agents/main/slots/useful_info", json={"value": items}
+    )
+    assert put.status_code in {200, 201}, put.text
+    response = await acme.post(
+        f"/conversations/{cid}/assemble", json={"options": {"useful_info_items": 2}}
+    )
+    assert response.status_code == 200, response.text
+    text = json.dumps(response.json()["payload"])
+    assert "- fact 3\\n- fact 4" in text
+    assert "fact 2" not in text
