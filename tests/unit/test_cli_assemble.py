@@ -190,3 +190,21 @@ def test_non_finite_arguments_in_a_document_are_refused_in_one_line() -> None:
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert "numbers must be finite" in line
+
+
+def test_reasoning_content_and_clipping_from_the_document() -> None:
+    document = json.loads(json.dumps(DOCUMENT))
+    document["messages"][1]["reasoning_content"] = "I should list the files."
+    document["messages"][2]["content"] = "a.txt\n" * 1_000
+    document["options"] = {"max_tool_result_chars": 500}
+    result = invoke("--format", "openai-chat", stdin=json.dumps(document))
+    assert result.exit_code == 0, result.output
+    output = json.loads(result.stdout)
+    messages = output["payload"]["messages"]
+    [assistant] = [m for m in messages if m.get("tool_calls")]
+    assert assistant["reasoning_content"] == "I should list the files."
+    [tool] = [m for m in messages if m["role"] == "tool"]
+    assert len(tool["content"]) <= 500
+    diagnostics = output["diagnostics"]
+    assert diagnostics["reasoning_replay"]["replayed"] == 1
+    assert diagnostics["clipped_tool_results"]["clipped"] == 1
