@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from store.assembler.formats.xml_values import unescape
+from store.domain.inputs import MAX_JSON_DEPTH
 from store.domain.messages import ToolCall
 
 
@@ -35,7 +36,10 @@ class InvalidToolCall(ValueError):
 _VALUE = r"""(?:"[^"]*"|'[^']*'|[^\s"'<>/=`]+)"""
 _TAG = re.compile(rf"<(/?)([A-Za-z][\w\-]*)((?:\s+[\w\-]+\s*=\s*{_VALUE})*)\s*(/?)>")
 _ATTRIBUTE = re.compile(r"""([\w\-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'<>/=`]+))""")
-_BLOCK = re.compile(r"<sentra-tools\s*>(.*?)</sentra-tools\s*>", re.DOTALL | re.IGNORECASE)
+_BLOCK_TAG = re.compile(r"<(/?)sentra-tools\s*>", re.IGNORECASE)
+# Deeper than any argument may be (`MAX_JSON_DEPTH`), with room for the
+# invoke, its parameter and a typed value around it.
+MAX_DEPTH = MAX_JSON_DEPTH * 2 + 4
 _INTEGER = re.compile(r"-?\d+")
 _TYPED = {"string", "number", "boolean", "null", "array", "object"}
 
@@ -68,6 +72,8 @@ def _tree(text: str) -> _Node:
                 while stack.pop().tag != tag:
                     pass
             continue
+        if len(stack) > MAX_DEPTH:
+            raise InvalidToolCall(f"tags nested more than {MAX_DEPTH} levels deep")
         node = _Node(
             tag=tag,
             attributes={
@@ -114,7 +120,7 @@ def _parameter_value(parameter: _Node) -> Any:
     raw = parameter.text().strip()
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         return raw
     # JSON text may say NaN or 1e999, which no argument may hold: kept as text.
     return raw if _non_finite(value) else value
@@ -130,10 +136,27 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
+def _blocks(text: str) -> list[str]:
+    """The text of each `<sentra-tools>` block: from an opening tag to the
+    next closing one (an unclosed block is no block). One pass over the
+    tags: a search per opening tag for its close would be quadratic in a
+    reply of many unclosed ones."""
+    blocks: list[str] = []
+    start: int | None = None
+    for match in _BLOCK_TAG.finditer(text):
+        if not match.group(1):
+            if start is None:
+                start = match.end()
+        elif start is not None:
+            blocks.append(text[start : match.start()])
+            start = None
+    return blocks
+
+
 def parse_tool_calls(text: str, *, id_prefix: str = "xml_call") -> tuple[ToolCall, ...]:
     """Every invoke with a name and at least one parameter, in order."""
     calls: list[ToolCall] = []
-    for block in _BLOCK.findall(text):
+    for block in _blocks(text):
         for invoke in _tree(block).elements():
             name = invoke.attributes.get("name", "")
             parameters = [p for p in invoke.elements() if p.tag == "parameter"]

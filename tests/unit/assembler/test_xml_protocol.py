@@ -189,3 +189,17 @@ def test_the_cli_names_a_bad_invoke_in_one_line() -> None:
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
     assert "over the limit of 200" in result.stderr
+
+
+def test_hostile_replies_are_read_in_linear_time_or_refused_by_name() -> None:
+    import time
+
+    started = time.perf_counter()
+    assert parse_tool_calls("<sentra-tools>" * 70_000) == ()  # unclosed: no block
+    assert parse_tool_calls("</SENTRA-TOOLS>" * 60_000) == ()
+    deep_json = '<sentra-tools><invoke name="x"><parameter name="a">' + "[" * 500_000
+    [call] = parse_tool_calls(deep_json + "</parameter></invoke></sentra-tools>")
+    assert call.arguments["a"] == "[" * 500_000  # not JSON it can read: kept as text
+    assert time.perf_counter() - started < 5
+    with pytest.raises(InvalidToolCall, match="nested more than"):
+        parse_tool_calls("<sentra-tools>" + "<invoke name=x>" * 10_000 + "</sentra-tools>")
