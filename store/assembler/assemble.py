@@ -252,11 +252,19 @@ def assemble(
     at = special_block_index(history, policy=options.policy, n=options.effective_n)
     placed = frame.place(history, at)
     before_block = at if frame.block else len(history)
+    seen_prefix: Sequence[Message] = history[:before_block]
+    if provider is ProviderFormat.OPENAI_CHAT and any(m.reasoning for m in history):
+        # Chat sends a message's reasoning or not by where the tool loop
+        # starts, which a later message moves: the prefix is fingerprinted
+        # with the reasoning it is sent with (its estimate stays the stored one).
+        if costs is None:
+            costs = estimate_messages_tokens(history, count)
+        seen_prefix = openai_chat.sent_reasoning(history, options.chat_reasoning)[:before_block]
     # Without costs yet, the prefix's are estimated in the fingerprint's pass.
     prefix, prefix_tokens = stable_prefix(
         format=provider.value,
         system_prompt=choice.text,
-        prefix=history[:before_block],
+        prefix=seen_prefix,
         count=count,
         costs=None if costs is None else costs[:before_block],
     )

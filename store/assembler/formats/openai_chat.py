@@ -19,6 +19,7 @@ the diagnostics (`ReasoningReplay`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from store.assembler.diagnostics import ReasoningReplay, Repair, RepairKind
@@ -85,13 +86,40 @@ def render_message(message: Message, ids: dict[str, str] = _NONE) -> dict[str, A
     }
 
 
-def loop_start(history: tuple[Message, ...]) -> int:
+def loop_start(history: Sequence[Message]) -> int:
     """Where the current tool-use loop starts: just after the last user
     message (the special block's messages are not the user's)."""
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
         if message.role == "user" and SPECIAL_SLOT not in message.metadata:
             return index + 1
+    return 0
+
+
+def sent_reasoning(history: Sequence[Message], mode: ChatReasoning) -> list[Message]:
+    """`history` with each message's reasoning as Chat sends it: the
+    replayed ones keep their `CHAT_REASONING` items, the rest none."""
+    start = _replay_start(history, mode)
+    out: list[Message] = []
+    for index, message in enumerate(history):
+        if message.reasoning:
+            kept = tuple(
+                r
+                for r in message.reasoning
+                if index >= start and message.role == "assistant" and r.provider == CHAT_REASONING
+            )
+            if kept != message.reasoning:
+                message = message.model_copy(update={"reasoning": kept})
+        out.append(message)
+    return out
+
+
+def _replay_start(history: Sequence[Message], mode: ChatReasoning) -> int:
+    """The first position whose reasoning `mode` sends back."""
+    if mode is ChatReasoning.OFF:
+        return len(history)
+    if mode is ChatReasoning.CURRENT_TOOL_LOOP:
+        return loop_start(history)
     return 0
 
 
@@ -106,9 +134,7 @@ def _replay(
     when no message carries reasoning."""
     if not any(m.reasoning for m in history):
         return None
-    start = len(history) if mode is ChatReasoning.OFF else 0
-    if mode is ChatReasoning.CURRENT_TOOL_LOOP:
-        start = loop_start(history)
+    start = _replay_start(history, mode)
     replayed = left_out = others = 0
     for index, message in enumerate(history):
         if not message.reasoning or message.role != "assistant":

@@ -136,3 +136,22 @@ def test_the_assemble_document_takes_reasoning_content() -> None:
     bad = {"messages": [{"role": "user", "content": "q", "reasoning_content": "x"}]}
     with pytest.raises(DocumentError, match=r"messages\[0\].*only assistant"):
         read_document(json.dumps(bad))
+
+
+def test_the_prefix_fingerprint_follows_the_reasoning_sent() -> None:
+    # The same messages before the special block, sent with their reasoning
+    # (the loop under way) and then without it (a user message came after).
+    first, answer = U("first"), thinking("why")
+    during = build([first, answer], slots=FOUR_SLOTS, policy="tail")
+    after = build([first, answer, U("next")], slots=FOUR_SLOTS, policy="from_end", n=1)
+    assert during.diagnostics.stable_prefix.message_count == (
+        after.diagnostics.stable_prefix.message_count
+    )
+    sent_during = [m for m in during.payload["messages"] if m["role"] == "assistant"]
+    sent_after = [m for m in after.payload["messages"] if m["role"] == "assistant"]
+    assert sent_during[0]["reasoning_content"] == "why"
+    assert "reasoning_content" not in sent_after[0]
+    assert (
+        during.diagnostics.stable_prefix.fingerprint != after.diagnostics.stable_prefix.fingerprint
+    )
+    assert during.diagnostics.token_estimate < after.diagnostics.token_estimate
