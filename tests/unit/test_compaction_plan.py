@@ -386,3 +386,17 @@ def test_a_pinned_reminder_stays_whatever_its_age() -> None:
     b.turn()
     b.turn()
     assert pinned.seq in _plan(b.messages, max_messages=4).retain
+
+
+def test_a_summarizer_by_name() -> None:
+    from store.compaction import make_summarizer
+    from store.domain.errors import ConfigurationError
+
+    assert isinstance(make_summarizer("extractive"), ExtractiveSummarizer)
+    model = make_summarizer("openai-compatible", url="http://127.0.0.1:9/v1", model="m")
+    assert isinstance(model, OpenAICompatibleSummarizer)
+    assert model.url == "http://127.0.0.1:9/v1/chat/completions"
+    with pytest.raises(ConfigurationError, match="CONVO_SUMMARIZER_MODEL to be set"):
+        make_summarizer("openai-compatible", url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigurationError, match="unknown summarizer 'gpt'"):
+        make_summarizer("gpt")
