@@ -31,7 +31,7 @@ from store.domain.errors import (
 )
 from store.domain.messages import Message, StoredMessage, ToolCall
 from store.domain.values import Appended
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 ADAPTER_KEY = "convo_adapter"
 """The metadata key under which an adapter keeps what the store has no field for."""
@@ -78,7 +78,7 @@ def _with_meta(message: Message, **fields: Any) -> Message:
 class Conversation:
     """One framework session's conversation in a repository."""
 
-    def __init__(self, repository: Repository, session_id: str) -> None:
+    def __init__(self, repository: ConversationRepository, session_id: str) -> None:
         self.repository = repository
         self.session_id = session_id
         # A framework's session id is the conversation's id (unique per

@@ -79,7 +79,7 @@ from store.domain.errors import (
 )
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
 from store.domain.records import StreamState
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 __all__ = ["ConvoSaver"]
 
@@ -162,7 +162,7 @@ class _Thread:
     """One thread as this saver knows it: its conversation, its log, and
     the messages of the checkpoints it read or wrote."""
 
-    def __init__(self, repository: Repository, thread_id: str, key: str) -> None:
+    def __init__(self, repository: ConversationRepository, thread_id: str, key: str) -> None:
         self.thread_id = thread_id
         self.key = key
         self.log = ThreadLog(repository, key)
@@ -205,7 +205,7 @@ class ConvoSaver(BaseCheckpointSaver[str]):
 
     def __init__(
         self,
-        repository: Repository,
+        repository: ConversationRepository,
         *,
         serde: SerializerProtocol | None = None,
         loop: asyncio.AbstractEventLoop | None = None,

@@ -2,9 +2,12 @@
 
 `Repository` (store.repository.repository) is written once over the
 `Storage` port (store.repository.port); the backends that implement the
-port are `store.postgres` and `store.memory`.
+port are `store.postgres` and `store.memory`. `ConversationRepository`
+(store.repository.protocol) is what the framework adapters call, which
+the HTTP client (`store.client`) offers as well.
 """
 
+from store.repository.protocol import ConversationRepository
 from store.repository.repository import (
     ANY,
     DEFAULT_TENANT,
@@ -26,6 +29,7 @@ __all__ = [
     "Batch",
     "BatchResult",
     "Conversation",
+    "ConversationRepository",
     "Repository",
     "Scope",
     "ToolBlock",
