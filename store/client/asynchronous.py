@@ -60,7 +60,9 @@ class AsyncConvoClient:
     retried. `idempotency_keys`: give each append a fresh key (default)
     unless it names one. `http`: an `httpx.AsyncClient` to send with
     instead of the client's own (it then sends the key only if that one
-    does; closing it is the caller's)."""
+    does; closing it is the caller's). `transport`: what the client's own
+    sends through (e.g. `httpx.ASGITransport(app)` for an app in process).
+    `sleep`: how it waits between tries (tests record the waits)."""
 
     def __init__(
         self,
@@ -71,6 +73,7 @@ class AsyncConvoClient:
         timeout: float = DEFAULT_TIMEOUT,
         idempotency_keys: bool = True,
         http: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
@@ -78,7 +81,10 @@ class AsyncConvoClient:
         self._sleep = sleep
         self._owned = http is None
         self.http = http or httpx.AsyncClient(
-            base_url=base_url, headers=client_headers(api_key), timeout=timeout
+            base_url=base_url,
+            headers=client_headers(api_key),
+            timeout=timeout,
+            transport=transport,
         )
 
     async def __aenter__(self) -> AsyncConvoClient:

@@ -6,12 +6,10 @@
         for message in client.iter_messages("user-123"):
             ...
 
-The methods a framework adapter calls (`store.repository.protocol`) have
-the `Repository`'s signatures and return types, so every adapter runs
-over the service by passing a client where it took a repository. Errors
-are the library's (store.client.problems); a busy conversation or an
-unavailable database is retried as `retry` says (store.client.retrying);
-each append carries an idempotency key of its own, reused by its retries.
+The same methods as `AsyncConvoClient`, each sending the same `Call`
+(store.client.calls) and blocking on it; the retries, errors and
+idempotency keys are the same too. (The framework adapters are async:
+they take the `AsyncConvoClient`.)
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ import httpx
 from pydantic import BaseModel
 
 from store.client import calls
+from store.client.asynchronous import DEFAULT_TIMEOUT, PAGE, client_headers
 from store.client.calls import AgentState, Assembled, Call
 from store.client.problems import error_from
 from store.client.retrying import RetryPolicy, retryable, retrying, wait_before_retry
@@ -42,14 +41,6 @@ from store.domain.values import Appended, Batch, BatchResult, Conversation, Scop
 T = TypeVar("T")
 
 ANY = StreamState.ANY
-DEFAULT_TIMEOUT = 30.0
-# The service's page limits (MAX_READ_LIMIT, MAX_FEED_LIMIT): a whole
-# window or feed is read in pages this large.
-PAGE = 1000
-
-
-def client_headers(api_key: str | None) -> dict[str, str]:
-    return {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
 
 
 class ConvoClient:
@@ -60,7 +51,9 @@ class ConvoClient:
     retried. `idempotency_keys`: give each append a fresh key (default)
     unless it names one. `http`: an `httpx.Client` to send with
     instead of the client's own (it then sends the key only if that one
-    does; closing it is the caller's)."""
+    does; closing it is the caller's). `transport`: what the client's own
+    sends through (e.g. `httpx.WSGITransport`, `httpx.MockTransport`).
+    `sleep`: how it waits between tries (tests record the waits)."""
 
     def __init__(
         self,
@@ -71,6 +64,7 @@ class ConvoClient:
         timeout: float = DEFAULT_TIMEOUT,
         idempotency_keys: bool = True,
         http: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
@@ -78,7 +72,10 @@ class ConvoClient:
         self._sleep = sleep
         self._owned = http is None
         self.http = http or httpx.Client(
-            base_url=base_url, headers=client_headers(api_key), timeout=timeout
+            base_url=base_url,
+            headers=client_headers(api_key),
+            timeout=timeout,
+            transport=transport,
         )
 
     def __enter__(self) -> ConvoClient:
