@@ -14,7 +14,6 @@ docs/adapters.md ("Over HTTP") shows one in use.
 """
 
 from store.client.asynchronous import AsyncConvoClient
-from store.client.calls import AgentState, Assembled
 from store.client.problems import (
     FieldProblem,
     Problem,
@@ -26,6 +25,7 @@ from store.client.problems import (
 )
 from store.client.retrying import NO_RETRY, RetryPolicy
 from store.client.synchronous import ConvoClient
+from store.client.wire import AgentState, Assembled
 
 __all__ = [
     "NO_RETRY",

@@ -12,165 +12,43 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 from urllib.parse import quote
 
-import httpx
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
-from store.assembler.diagnostics import Diagnostics
-from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.client.wire import (
+    IDEMPOTENCY_HEADER,
+    AgentState,
+    Assembled,
+    Call,
+    answer_of,
+    event_list,
+    expected,
+    message_list,
+    no_answer,
+    operation_of,
+    query,
+    segment,
+    version_of,
+    window_slice,
+    wire_messages,
+)
+from store.domain.context import AgentProfile, TodoItem
 from store.domain.conversation_keys import ConversationRef, conversation_key
-from store.domain.errors import InvalidOperation
-from store.domain.feed import ConversationEvents, FeedEvent, FeedPage, checkpoint
+from store.domain.feed import FeedEvent, FeedPage, checkpoint
 from store.domain.listing import ConversationOrder, ConversationPage, MessagePage, WindowSlice
-from store.domain.messages import MAIN_AGENT, Content, Message, Role, StoredMessage
+from store.domain.messages import Content, Message, Role, StoredMessage
 from store.domain.operations import (
     BatchOperation,
     Clear,
-    Filter,
-    Insert,
-    RollbackToBatch,
-    StartBatch,
     Truncate,
-    refusal,
 )
-from store.domain.records import ExpectedVersion, FeedPosition, StreamState
+from store.domain.records import ExpectedVersion, FeedPosition
 from store.domain.search import SearchPage, SearchQuery
-from store.domain.validation import parse_message
 from store.domain.values import Appended, Batch, BatchResult, Conversation, Scope, ToolBlock
-
-T = TypeVar("T")
-
-NEXT_CURSOR_HEADER = "X-Next-Cursor"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-_MESSAGE_FIELDS = set(Message.model_fields)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Call(Generic[T]):
-    """One request and the reading of its answer."""
-
-    method: str
-    path: str
-    read: Callable[[httpx.Response], T]
-    params: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    # What errors name: the conversation addressed, the append's key.
-    conversation_id: str | None = None
-    idempotency_key: str | None = None
-    # Safe to send again after a connection lost mid-request.
-    replayable: bool = False
-
-
-class Assembled(BaseModel):
-    """The payload of an agent's next LLM call and how it was built (the
-    HTTP answer of `assemble`; `Repository.assemble` answers an `Assembly`
-    with the same `payload` and `diagnostics`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    payload: dict[str, Any]
-    diagnostics: Diagnostics
-
-
-class AgentState(BaseModel):
-    """An agent's profile and context slots (`GET .../agents/{agent_id}`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    profile: AgentProfile
-    slots: ContextSlots
-
-
-class _Written(BaseModel):
-    conversation_id: str
-    version: int
-
-
-# --- reading answers -----------------------------------------------------------------
-
-
-def _model(cls: type[T]) -> Callable[[httpx.Response], T]:
-    adapter: TypeAdapter[T] = TypeAdapter(cls)
-    return lambda response: adapter.validate_json(response.content)
-
-
-def _nothing(response: httpx.Response) -> None:
-    return None
-
-
-_read_messages = _model(list[StoredMessage])
-
-
-def _version(response: httpx.Response) -> int:
-    return _Written.model_validate_json(response.content).version
-
-
-def _window_slice(response: httpx.Response) -> WindowSlice:
-    return WindowSlice(
-        items=tuple(_read_messages(response)),
-        next_cursor=response.headers.get(NEXT_CURSOR_HEADER),
-    )
-
-
-def _event_list(response: httpx.Response) -> list[FeedEvent]:
-    return ConversationEvents.model_validate_json(response.content).events
-
-
-# --- building requests -----------------------------------------------------------------
-
-
-def segment(conversation_id: ConversationRef) -> tuple[str, str]:
-    """The checked id, and it as one path segment (a `/` in it escaped)."""
-    key = conversation_key(conversation_id)
-    return key, quote(key, safe="")
-
-
-def expected(version: ExpectedVersion) -> int | None:
-    """An expected version as the API's `expected_version` (null: any)."""
-    if version is StreamState.ANY:
-        return None
-    if isinstance(version, StreamState):
-        raise InvalidOperation(
-            "over HTTP a write expects a version number or any (creating expects no stream)"
-        )
-    return version
-
-
-def query(**values: Any) -> dict[str, str]:
-    """Query parameters: None left out, booleans and times as the API reads them."""
-    found: dict[str, str] = {}
-    for name, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            found[name] = "true" if value else "false"
-        elif isinstance(value, datetime):
-            found[name] = value.isoformat()
-        else:
-            found[name] = str(value)
-    return found
-
-
-def wire_messages(messages: Sequence[Message | dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as the API takes them, checked as the library checks them."""
-    parsed = [parse_message(m, i) for i, m in enumerate(messages)]
-    if not parsed:
-        raise InvalidOperation("append needs at least one message")
-    return [m.model_dump(mode="json", include=_MESSAGE_FIELDS) for m in parsed]
-
-
-def _operation(kind: type[BatchOperation], **fields: Any) -> BatchOperation:
-    try:
-        return kind(**fields)
-    except ValidationError as error:
-        raise refusal(error) from None
-
 
 # --- conversations ---------------------------------------------------------------------
 
@@ -183,7 +61,7 @@ def create_conversation(
         method="POST",
         path="/conversations",
         body={"id": key, "metadata": metadata or {}},
-        read=_model(Conversation),
+        read=answer_of(Conversation),
         conversation_id=key,
     )
 
@@ -193,7 +71,7 @@ def get_conversation(conversation_id: ConversationRef) -> Call[Conversation]:
     return Call(
         method="GET",
         path=f"/conversations/{path}",
-        read=_model(Conversation),
+        read=answer_of(Conversation),
         conversation_id=key,
         replayable=True,
     )
@@ -225,7 +103,7 @@ def list_conversations(
             cursor=cursor,
             limit=limit,
         ),
-        read=_model(ConversationPage),
+        read=answer_of(ConversationPage),
         replayable=True,
     )
 
@@ -246,7 +124,7 @@ def update_metadata(
             "mode": "replace" if replace else "merge",
             "expected_version": expected(expected_version),
         },
-        read=_model(Conversation),
+        read=answer_of(Conversation),
         conversation_id=key,
     )
 
@@ -257,14 +135,14 @@ def set_archived(conversation_id: ConversationRef, archived: bool) -> Call[Conve
     return Call(
         method="POST",
         path=f"/conversations/{path}/{action}",
-        read=_model(Conversation),
+        read=answer_of(Conversation),
         conversation_id=key,
     )
 
 
 def delete(conversation_id: ConversationRef) -> Call[None]:
     key, path = segment(conversation_id)
-    return Call(method="DELETE", path=f"/conversations/{path}", read=_nothing, conversation_id=key)
+    return Call(method="DELETE", path=f"/conversations/{path}", read=no_answer, conversation_id=key)
 
 
 # --- messages ------------------------------------------------------------------------
@@ -285,7 +163,7 @@ def append_messages(
         path=f"/conversations/{path}/messages",
         body={"messages": wire_messages(messages), "expected_version": expected(expected_version)},
         headers={} if idempotency_key is None else {IDEMPOTENCY_HEADER: idempotency_key},
-        read=_model(Appended),
+        read=answer_of(Appended),
         conversation_id=key,
         idempotency_key=idempotency_key,
         replayable=idempotency_key is not None,
@@ -307,7 +185,7 @@ def replace(
             "content": TypeAdapter(Content).dump_python(content, mode="json"),
             "expected_version": expected(expected_version),
         },
-        read=_version,
+        read=version_of,
         conversation_id=key,
     )
 
@@ -328,7 +206,7 @@ def configure_agent(
             "role_definition": profile.role_definition,
             "expected_version": expected(expected_version),
         },
-        read=_version,
+        read=version_of,
         conversation_id=key,
     )
 
@@ -350,7 +228,7 @@ def update_slot(
         path=f"/conversations/{path}/agents/{quote(agent_id, safe='')}"
         f"/slots/{quote(slot, safe='')}",
         body={"value": wire, "expected_version": expected(expected_version)},
-        read=_version,
+        read=version_of,
         conversation_id=key,
     )
 
@@ -360,7 +238,7 @@ def agent(conversation_id: ConversationRef, agent_id: str) -> Call[AgentState]:
     return Call(
         method="GET",
         path=f"/conversations/{path}/agents/{quote(agent_id, safe='')}",
-        read=_model(AgentState),
+        read=answer_of(AgentState),
         conversation_id=key,
         replayable=True,
     )
@@ -379,33 +257,17 @@ def run_batch_operation(
         method="POST",
         path=f"/conversations/{path}/batches",
         body=body,
-        read=_model(BatchResult),
+        read=answer_of(BatchResult),
         conversation_id=key,
     )
 
 
 def truncate_operation(**fields: Any) -> BatchOperation:
-    return _operation(Truncate, **fields)
+    return operation_of(Truncate, **fields)
 
 
 def clear_operation(**fields: Any) -> BatchOperation:
-    return _operation(Clear, **fields)
-
-
-def filter_operation(**fields: Any) -> BatchOperation:
-    return _operation(Filter, **fields)
-
-
-def start_batch_operation(**fields: Any) -> BatchOperation:
-    return _operation(StartBatch, **fields)
-
-
-def insert_operation(**fields: Any) -> BatchOperation:
-    return _operation(Insert, **fields)
-
-
-def rollback_operation(**fields: Any) -> BatchOperation:
-    return _operation(RollbackToBatch, **fields)
+    return operation_of(Clear, **fields)
 
 
 def batches(conversation_id: ConversationRef) -> Call[list[Batch]]:
@@ -413,7 +275,7 @@ def batches(conversation_id: ConversationRef) -> Call[list[Batch]]:
     return Call(
         method="GET",
         path=f"/conversations/{path}/batches",
-        read=_model(list[Batch]),
+        read=answer_of(list[Batch]),
         conversation_id=key,
         replayable=True,
     )
@@ -424,7 +286,7 @@ def batch_messages(conversation_id: ConversationRef, batch: int) -> Call[list[St
     return Call(
         method="GET",
         path=f"/conversations/{path}/batches/{batch}/messages",
-        read=_read_messages,
+        read=message_list,
         conversation_id=key,
         replayable=True,
     )
@@ -449,7 +311,7 @@ def fork(
             "agent_id": agent_id,
             "metadata": metadata or {},
         },
-        read=_model(Conversation),
+        read=answer_of(Conversation),
         conversation_id=key,
     )
 
@@ -462,7 +324,7 @@ def pin_message(
         method="PUT" if pinned else "DELETE",
         path=f"/conversations/{path}/messages/{seq}/pin",
         params=query(expected_version=expected(expected_version)),
-        read=_version,
+        read=version_of,
         conversation_id=key,
     )
 
@@ -483,7 +345,7 @@ def read_window(
         method="GET",
         path=f"/conversations/{path}/window",
         params=query(batch=batch, agent_id=agent_id, cursor=cursor, limit=limit),
-        read=_window_slice,
+        read=window_slice,
         conversation_id=key,
         replayable=True,
     )
@@ -515,7 +377,7 @@ def page_messages(
             kind=kind,
             scope=scope,
         ),
-        read=_model(MessagePage),
+        read=answer_of(MessagePage),
         conversation_id=key,
         replayable=True,
     )
@@ -529,7 +391,7 @@ def recent_by_role(
         method="GET",
         path=f"/conversations/{path}/messages/recent",
         params=query(role=role, n=n, scope=scope, agent_id=agent_id),
-        read=_read_messages,
+        read=message_list,
         conversation_id=key,
         replayable=True,
     )
@@ -543,7 +405,7 @@ def role_range(
         method="GET",
         path=f"/conversations/{path}/roles/{quote(role, safe='')}",
         params=query(first=first, last=last),
-        read=_read_messages,
+        read=message_list,
         conversation_id=key,
         replayable=True,
     )
@@ -555,7 +417,7 @@ def count_by_role(conversation_id: ConversationRef, scope: Scope) -> Call[dict[R
         method="GET",
         path=f"/conversations/{path}/counts",
         params=query(scope=scope),
-        read=_model(dict[Role, int]),
+        read=answer_of(dict[Role, int]),
         conversation_id=key,
         replayable=True,
     )
@@ -569,7 +431,7 @@ def tool_blocks(
         method="GET",
         path=f"/conversations/{path}/tool-blocks",
         params=query(pending_only=pending_only, agent_id=agent_id),
-        read=_model(list[ToolBlock]),
+        read=answer_of(list[ToolBlock]),
         conversation_id=key,
         replayable=True,
     )
@@ -593,7 +455,7 @@ def search_messages(search: SearchQuery) -> Call[SearchPage]:
             cursor=search.cursor,
             **{"from": search.recorded_from, "to": search.recorded_to},
         ),
-        read=_model(SearchPage),
+        read=answer_of(SearchPage),
         replayable=True,
     )
 
@@ -606,7 +468,7 @@ def assemble(
         method="POST",
         path=f"/conversations/{path}/assemble",
         body={"agent_id": agent_id, "format": format, "options": options or {}},
-        read=_model(Assembled),
+        read=answer_of(Assembled),
         conversation_id=key,
         replayable=True,  # it writes nothing
     )
@@ -620,7 +482,7 @@ def read_events(after: FeedPosition | None, limit: int) -> Call[FeedPage]:
         method="GET",
         path="/events",
         params=query(after=None if after is None else checkpoint(after), limit=limit),
-        read=_model(FeedPage),
+        read=answer_of(FeedPage),
         replayable=True,
     )
 
@@ -633,10 +495,7 @@ def conversation_events(
         method="GET",
         path=f"/conversations/{path}/events",
         params=query(from_version=from_version, limit=limit),
-        read=_event_list,
+        read=event_list,
         conversation_id=key,
         replayable=True,
     )
-
-
-__all__ = ["MAIN_AGENT", "AgentState", "Assembled", "Call"]

@@ -119,7 +119,7 @@ async def test_a_broken_stream_is_opened_again_after_the_last_id_seen() -> None:
             conversation_id="c",
             version=1,
             type="conversation_started",
-            recorded_at="2026-11-27T12:00:00Z",  # type: ignore[arg-type]
+            recorded_at="2026-11-27T12:00:00Z",
             data={},
         ).model_dump_json()
         + "\n\n",
