@@ -29,7 +29,7 @@ from store.domain.feed import FeedEvent, parse_checkpoint
 from store.domain.search import search_query
 from store.repository import ConversationRepository, Repository
 from store.repository.port import Storage
-from tests.client.conftest import BASE_URL, serving
+from tests.client.serving import BASE_URL, serving
 
 TOOL_TURN: list[dict[str, Any]] = [
     {"role": "system", "content": "You are terse."},
