@@ -5,7 +5,8 @@ store's exception class name (docs/errors.md). The client raises that very
 class (`store.domain.errors`), so code written against a local
 `Repository` catches the same errors over HTTP: `ConversationNotFound`,
 `ConcurrencyConflict` (with `expected` and `actual`), `ConversationBusy`
-(with `retry_after`), `InvalidMessage`... `str(error)` is the service's
+(with `retry_after`), `InvalidMessage`, the assembler's `EmptyWindow` and
+`InvalidPayload`... `str(error)` is the service's
 `detail`, and `problem_of(error)` the whole problem.
 
 A type the library has no class for (the service's own: `Unauthorized`,
@@ -26,6 +27,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from store.assembler import EmptyWindow, InvalidPayload
 from store.domain import errors
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -96,6 +98,8 @@ LIBRARY_ERRORS: dict[str, type[errors.ConvoStoreError]] = {
         errors.InvalidOperation,
         errors.BoundaryError,
         errors.ConfigurationError,
+        EmptyWindow,
+        InvalidPayload,
         errors.StorageFailure,
         errors.StorageUnavailable,
         errors.StorageError,
@@ -172,6 +176,10 @@ def _library_error(
         fields.update(retry_after=retry_after, sqlstate=None, error_class=None)
     if isinstance(error, errors.StorageUnavailable):
         fields["reason"] = problem.detail
+    if isinstance(error, EmptyWindow):
+        fields.update(format=None, agent_id=None)  # named in the detail only
+    if isinstance(error, InvalidPayload):
+        fields.update(format=None, violations=[])
     for name, value in fields.items():
         setattr(error, name, value)
     return error

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from hosting.settings import Settings
+from store.assembler import EmptyWindow
 from store.client import AsyncConvoClient, RequestInvalid, Unauthorized, problem_of
 from store.domain.context import AgentProfile, TodoItem
 from store.domain.errors import (
@@ -183,6 +184,11 @@ async def test_problem_details_are_the_librarys_errors(
         await client.clear("c", keep_system=False)
     with pytest.raises(InvalidOperation):
         await client.truncate("c", keep_last=1, keep_first=1)
+
+    await client.create_conversation("empty")
+    with pytest.raises(EmptyWindow) as empty:
+        await client.assemble("empty", format="anthropic")
+    assert "nothing to send" in str(empty.value)
 
     await client.archive("c")
     with pytest.raises(ConversationIsArchived):
