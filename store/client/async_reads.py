@@ -13,11 +13,11 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from store.client import calls, wire
-from store.client.async_sender import PAGE, AsyncSender
+from store.client.async_sender import AsyncSender
 from store.client.problems import error_from
 from store.client.retrying import retryable, wait_before_retry
 from store.client.sse import EventStreamReader
-from store.client.wire import Assembled
+from store.client.wire import PAGE, Assembled
 from store.domain.conversation_keys import ConversationRef
 from store.domain.feed import FeedEvent, FeedPage, checkpoint, parse_checkpoint
 from store.domain.listing import MessagePage, WindowSlice

@@ -12,18 +12,9 @@ import httpx
 
 from store.client.problems import error_from
 from store.client.retrying import RetryPolicy, async_retrying
-from store.client.wire import Call
+from store.client.wire import DEFAULT_TIMEOUT, Call, client_headers
 
 T = TypeVar("T")
-
-DEFAULT_TIMEOUT = 30.0
-# The service's page limits (MAX_READ_LIMIT, MAX_FEED_LIMIT): a whole
-# window or feed is read in pages this large.
-PAGE = 1000
-
-
-def client_headers(api_key: str | None) -> dict[str, str]:
-    return {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
 
 
 class AsyncSender:

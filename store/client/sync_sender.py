@@ -10,10 +10,9 @@ from typing import Self, TypeVar
 
 import httpx
 
-from store.client.async_sender import DEFAULT_TIMEOUT, client_headers
 from store.client.problems import error_from
 from store.client.retrying import RetryPolicy, retrying
-from store.client.wire import Call
+from store.client.wire import DEFAULT_TIMEOUT, Call, client_headers
 
 T = TypeVar("T")
 

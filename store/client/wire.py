@@ -31,6 +31,16 @@ from store.domain.validation import parse_message
 
 T = TypeVar("T")
 
+DEFAULT_TIMEOUT = 30.0
+# The service's page limits (MAX_READ_LIMIT, MAX_FEED_LIMIT): a whole
+# window or feed is read in pages this large.
+PAGE = 1000
+
+
+def client_headers(api_key: str | None) -> dict[str, str]:
+    return {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
+
+
 NEXT_CURSOR_HEADER = "X-Next-Cursor"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MESSAGE_FIELDS = set(Message.model_fields)
