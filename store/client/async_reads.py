@@ -7,6 +7,7 @@ at a time. `AsyncConvoClient` adds the writes.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Literal
 
@@ -218,6 +219,21 @@ class AsyncReads(AsyncSender):
         return await self.call(
             calls.assemble(conversation_id, agent_id=agent_id, format=format, options=options)
         )
+
+    async def export(
+        self, conversation_id: ConversationRef, /, *, events: bool = False
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The conversation as the service exports it, one JSON object per
+        line (docs/export-and-feed.md): a typed message per line, or with `events`
+        the raw event log. Streamed: a long conversation is never held whole."""
+        call = calls.export(conversation_id, events=events)
+        async with self.http.stream(call.method, call.path, params=call.params) as response:
+            if response.is_error:
+                await response.aread()
+                raise error_from(response, conversation_id=call.conversation_id)
+            async for line in response.aiter_lines():
+                if line:
+                    yield json.loads(line)
 
     # --- the feed ---------------------------------------------------------------------
 

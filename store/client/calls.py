@@ -474,6 +474,19 @@ def assemble(
     )
 
 
+def export(conversation_id: ConversationRef, *, events: bool) -> Call[None]:
+    """The export's request (its lines are read as they stream, not by `read`)."""
+    key, path = segment(conversation_id)
+    return Call(
+        method="GET",
+        path=f"/conversations/{path}/export",
+        params=query(events=events),
+        read=no_answer,
+        conversation_id=key,
+        replayable=True,
+    )
+
+
 # --- the feed ------------------------------------------------------------------------
 
 

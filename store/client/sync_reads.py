@@ -6,6 +6,7 @@ at a time. `ConvoClient` adds the writes.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Generator, Iterator
 from typing import Any, Literal
@@ -216,6 +217,21 @@ class Reads(Sender):
         return self.call(
             calls.assemble(conversation_id, agent_id=agent_id, format=format, options=options)
         )
+
+    def export(
+        self, conversation_id: ConversationRef, /, *, events: bool = False
+    ) -> Generator[dict[str, Any], None, None]:
+        """The conversation as the service exports it, one JSON object per
+        line (docs/export-and-feed.md): a typed message per line, or with `events`
+        the raw event log. Streamed: a long conversation is never held whole."""
+        call = calls.export(conversation_id, events=events)
+        with self.http.stream(call.method, call.path, params=call.params) as response:
+            if response.is_error:
+                response.read()
+                raise error_from(response, conversation_id=call.conversation_id)
+            for line in response.iter_lines():
+                if line:
+                    yield json.loads(line)
 
     # --- the feed ---------------------------------------------------------------------
 

@@ -243,5 +243,12 @@ async def test_paging_iterators_read_everything_once(
     await client.append_messages(
         "c1", [{"role": "user", "content": f"deploy {n}"} for n in range(5)]
     )
+    exported = [line async for line in client.export("c1")]
+    assert [(line["type"], line["seq"]) for line in exported] == [("user", n) for n in range(1, 6)]
+    log = [line async for line in client.export("c1", events=True)]
+    assert [line["version"] for line in log] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ConversationNotFound):
+        [line async for line in client.export("nobody")]
+
     found = [h.seq async for h in client.iter_search(search_query(q="deploy", limit=2))]
     assert sorted(found) == [1, 2, 3, 4, 5]

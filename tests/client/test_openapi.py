@@ -76,6 +76,7 @@ CALLS: list[Call[Any]] = [
     calls.assemble(C, agent_id="main", format="anthropic", options={"repair": True}),
     calls.read_events(FeedPosition(transaction_id=1, position=2), 10),
     calls.conversation_events(C, from_version=2, limit=10),
+    calls.export(C, events=True),
 ]
 
 

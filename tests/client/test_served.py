@@ -96,6 +96,7 @@ def _sync_flow(base_url: str, key: str) -> list[FeedEvent]:
         client.append_messages("s", HI)
         assert [m.content for m in client.visible_window("s")] == ["hi", "hello"]
         assert [m.seq for m in client.iter_messages("s", order="desc", page_size=1)] == [2, 1]
+        assert [line["seq"] for line in client.export("s")] == [1, 2]
         with pytest.raises(ConversationNotFound):
             client.get_conversation("nobody")
         tail = client.tail(after="0-0", heartbeat=0.1)
