@@ -16,11 +16,12 @@ docs/adapters.md ("Over HTTP") shows one in use.
 from store.client.asynchronous import AsyncConvoClient
 from store.client.problems import (
     FieldProblem,
+    InternalError,
+    PayloadTooLarge,
     Problem,
-    RequestInvalid,
-    ServerError,
     ServiceProblem,
     Unauthorized,
+    ValidationError,
     problem_of,
 )
 from store.client.retrying import NO_RETRY, RetryPolicy
@@ -34,11 +35,12 @@ __all__ = [
     "AsyncConvoClient",
     "ConvoClient",
     "FieldProblem",
+    "InternalError",
+    "PayloadTooLarge",
     "Problem",
-    "RequestInvalid",
     "RetryPolicy",
-    "ServerError",
     "ServiceProblem",
     "Unauthorized",
+    "ValidationError",
     "problem_of",
 ]

@@ -9,9 +9,10 @@ class (`store.domain.errors`), so code written against a local
 `InvalidPayload`... `str(error)` is the service's
 `detail`, and `problem_of(error)` the whole problem.
 
-A type the library has no class for (the service's own: `Unauthorized`,
-`ValidationError`, `PayloadTooLarge`, `InternalError`, or an HTTP error
-such as an unknown route) is a `ServiceProblem` subclass below. A
+A type the library has no class for is a `ServiceProblem`: the service's
+own types are its subclasses of the same names (`Unauthorized`,
+`ValidationError`, `PayloadTooLarge`, `InternalError`); any other answer
+(an unknown route, a proxy's error page) is a plain `ServiceProblem`. A
 validation problem that points only into the appended messages is an
 `InvalidMessage` naming the first one, as the library would raise.
 """
@@ -25,7 +26,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+import pydantic
+from pydantic import BaseModel, ConfigDict
 
 from store.assembler import EmptyWindow, InvalidPayload
 from store.domain import errors
@@ -58,29 +60,36 @@ class Problem(BaseModel):
     retry_after: float | None = None
 
 
-class ServiceProblem(errors.ConvoStoreError):
-    """An error the service answered that the library has no class for."""
+class ServiceProblem(Exception):
+    """An error answer the library has no class for: the service's own
+    problems below (each also a `ConvoStoreError`, named by its `type`), or
+    one it does not document (a proxy's 502, an unknown route), which is
+    only this."""
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         super().__init__(problem.detail or problem.title or f"HTTP {problem.status}")
 
 
-class Unauthorized(ServiceProblem):
+class Unauthorized(ServiceProblem, errors.ConvoStoreError):
     """401: no API key, or an unknown or revoked one."""
 
 
-class RequestInvalid(ServiceProblem, errors.InvalidOperation):
-    """422 `ValidationError`: a field, parameter or header breaks its rule
-    (`fields`: each one's JSON Pointer and problem); 413 `PayloadTooLarge`."""
+class ValidationError(ServiceProblem, errors.InvalidOperation):
+    """422: a field, parameter or header breaks its rule; `fields` gives
+    each one's JSON Pointer and problem."""
 
     @property
     def fields(self) -> list[FieldProblem]:
         return list(self.problem.errors or ())
 
 
-class ServerError(ServiceProblem):
-    """500 `InternalError`, or a status the service does not document."""
+class PayloadTooLarge(ServiceProblem, errors.InvalidOperation):
+    """413: the request body is over the service's limit."""
+
+
+class InternalError(ServiceProblem, errors.ConvoStoreError):
+    """500: the service failed (its log has the request's id, `problem.instance`)."""
 
 
 # The library's classes, by problem type.
@@ -122,7 +131,7 @@ def read_problem(response: httpx.Response) -> Problem:
     error page) becomes one from the status."""
     try:
         return Problem.model_validate_json(response.content)
-    except ValidationError:
+    except pydantic.ValidationError:
         return Problem(
             type=f"HTTP{response.status_code}",
             title=response.reason_phrase,
@@ -136,7 +145,7 @@ def error_from(
     *,
     conversation_id: str | None = None,
     idempotency_key: str | None = None,
-) -> errors.ConvoStoreError:
+) -> errors.ConvoStoreError | ServiceProblem:
     """The exception an error response stands for."""
     problem = read_problem(response)
     header = retry_after_header(response)
@@ -144,7 +153,7 @@ def error_from(
         problem = problem.model_copy(update={"retry_after": header})
     error = _library_error(problem, conversation_id, idempotency_key)
     if error is None:
-        error = _service_error(problem)
+        return _service_error(problem)
     error.problem = problem  # type: ignore[attr-defined]
     return error
 
@@ -199,12 +208,13 @@ def _invalid_message(problem: Problem) -> errors.ConvoStoreError | None:
     return errors.InvalidMessage(details, index=first)
 
 
+_SERVICE_ERRORS: dict[str, type[ServiceProblem]] = {
+    cls.__name__: cls for cls in (Unauthorized, ValidationError, PayloadTooLarge, InternalError)
+}
+
+
 def _service_error(problem: Problem) -> ServiceProblem:
-    if problem.status == 401:
-        return Unauthorized(problem)
-    if problem.status in (413, 422) or problem.type == "ValidationError":
-        return RequestInvalid(problem)
-    return ServerError(problem)
+    return _SERVICE_ERRORS.get(problem.type, ServiceProblem)(problem)
 
 
 def retry_after_header(response: httpx.Response) -> float | None:

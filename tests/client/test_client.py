@@ -13,7 +13,7 @@ import pytest
 
 from hosting.settings import Settings
 from store.assembler import EmptyWindow
-from store.client import AsyncConvoClient, RequestInvalid, Unauthorized, problem_of
+from store.client import AsyncConvoClient, Unauthorized, ValidationError, problem_of
 from store.domain.context import AgentProfile, TodoItem
 from store.domain.errors import (
     BoundaryError,
@@ -194,7 +194,7 @@ async def test_problem_details_are_the_librarys_errors(
     with pytest.raises(ConversationIsArchived):
         await client.append_messages("c", _turns(1))
 
-    with pytest.raises(RequestInvalid) as invalid:
+    with pytest.raises(ValidationError) as invalid:
         await client.read_messages("c", limit=0)
     assert [f.pointer for f in invalid.value.fields] == ["/query/limit"]
     assert isinstance(invalid.value, InvalidOperation)
