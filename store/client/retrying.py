@@ -2,14 +2,17 @@
 
 The service says when a retry helps: 409 `ConversationBusy` (another
 writer holds the conversation) and 503 `StorageUnavailable` (the database
-is unreachable or overloaded) store nothing and carry `Retry-After`. The
+is unreachable or overloaded), with a `Retry-After`. Neither stored the
+request, but for a 503 whose connection broke during the commit itself
+(docs/errors.md): an append is then retried under its idempotency key and
+answered from what was stored; another write is retried as it is, so its
+retry may find its own effect (a create, `ConversationExists`). The
 client waits at least that long, or, without one, a randomised exponential
 backoff (full jitter, so that writers turned away together do not come
 back together), and gives up after `attempts` tries by raising the last
 error. A connection that could not be opened is retried too (nothing was
 sent); a connection lost after the request was sent only for a request
-that is safe to repeat: a read, or an append carrying its idempotency key
-(docs/errors.md: a write lost during its commit may have been stored).
+that is safe to repeat: a read, or an append carrying its idempotency key.
 """
 
 from __future__ import annotations
@@ -49,14 +52,16 @@ NO_RETRY = RetryPolicy(attempts=1)
 
 
 def retryable(replayable: bool) -> Callable[[BaseException], bool]:
-    def retryable(error: BaseException) -> bool:
+    """Whether a try that failed with an error is tried again."""
+
+    def decide(error: BaseException) -> bool:
         if isinstance(error, ConversationBusy | StorageUnavailable):
             return True
         if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
             return True
         return replayable and isinstance(error, httpx.TransportError)
 
-    return retryable
+    return decide
 
 
 def wait_before_retry(policy: RetryPolicy, failures: int, error: BaseException | None) -> float:
