@@ -285,8 +285,8 @@ class AsyncReads(AsyncSender):
         `after`: a checkpoint to start after (None: from now on). A stream
         that breaks is opened again after the last event or heartbeat seen
         (`Last-Event-ID`), so no event is skipped or repeated; the breaks
-        in a row are retried as `retry` says. Close it (`aclose()`, or leave
-        the `async for`) to close the stream."""
+        in a row are retried as `retry` says. Close it (`aclose()`, or
+        iterate it in `contextlib.aclosing`) to close the stream at once."""
         reader = EventStreamReader(checkpoint(after) if isinstance(after, FeedPosition) else after)
         params = wire.query(heartbeat=heartbeat)
         failures = 0

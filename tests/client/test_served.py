@@ -6,9 +6,10 @@ transport waits for a response's end, and a tail never ends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -63,12 +64,13 @@ async def client(base_url: str, key: str) -> AsyncIterator[AsyncConvoClient]:
         yield client
 
 
-async def _first(events: AsyncIterator[FeedEvent], n: int) -> list[FeedEvent]:
+async def _first(events: AsyncGenerator[FeedEvent, None], n: int) -> list[FeedEvent]:
     found: list[FeedEvent] = []
-    async for event in events:
-        found.append(event)
-        if len(found) == n:
-            break
+    async with contextlib.aclosing(events):
+        async for event in events:
+            found.append(event)
+            if len(found) == n:
+                break
     return found
 
 
