@@ -156,3 +156,24 @@ def test_the_reader_follows_the_event_stream_format() -> None:
     event = reader.line("")
     assert event is not None
     assert (event.checkpoint, event.version) == ("8-0", 1)
+
+
+def _langchain_history(base_url: str, key: str) -> list[str]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from store.adapters.langchain import ConvoChatMessageHistory, run_sync
+
+    client = AsyncConvoClient(base_url, api_key=key)
+    try:
+        # The sync methods run on the adapters' background loop: the client's
+        # connections are opened, used and closed there.
+        history = ConvoChatMessageHistory("lc", client)
+        history.add_messages([HumanMessage("hi"), AIMessage("hello")])
+        return [str(m.content) for m in ConvoChatMessageHistory("lc", client).messages]
+    finally:
+        run_sync(client.aclose())
+
+
+async def test_a_sync_framework_api_over_a_server(base_url: str, key: str) -> None:
+    pytest.importorskip("langchain_core")
+    assert await asyncio.to_thread(_langchain_history, base_url, key) == ["hi", "hello"]
