@@ -90,6 +90,8 @@ PENDING_CALLS = (
     " AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
 )
 
+METADATA = "SELECT metadata FROM conversations WHERE id = %(cid)s"
+
 # The request an idempotency key was first used for.
 REQUEST = (
     "SELECT request_hash, first_version, last_version FROM append_requests"
@@ -295,6 +297,11 @@ class WriteSession:
         return _message(rows[0]) if rows else None
 
     # the rest of the write port
+    async def metadata(self) -> dict[str, Any]:
+        rows = await self._rows(METADATA, self._params())
+        metadata: dict[str, Any] = rows[0][0]
+        return metadata
+
     async def request(self, idempotency_key: str) -> StoredRequest | None:
         if self._request is not None and self._request[0] == idempotency_key:
             return self._request[1]

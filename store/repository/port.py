@@ -191,6 +191,10 @@ class WriteSession(ConversationState, Protocol):
     @property
     def stream(self) -> StreamRow | None: ...
 
+    async def metadata(self) -> dict[str, Any]:
+        """The conversation's metadata as this transaction sees it."""
+        ...
+
     async def request(self, idempotency_key: str) -> StoredRequest | None: ...
     async def messages_by_client_id(
         self, client_ids: Sequence[str]
