@@ -52,6 +52,7 @@ from store.domain.errors import (
     ConversationNotFound,
 )
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
+from store.domain.listing import ConversationQuery
 from store.domain.messages import Message, StoredMessage, TextPart, ToolCall
 from store.repository import Repository
 
@@ -409,7 +410,7 @@ class ConvoSessionService(BaseSessionService):
         cursor = None
         while True:
             page = await self.repository.list_conversations(
-                metadata={"adk": where}, cursor=cursor, limit=100
+                ConversationQuery(metadata={"adk": where}, cursor=cursor, limit=100)
             )
             for conversation in page.items:
                 info = conversation.metadata["adk"]

@@ -82,6 +82,7 @@ from store.domain.errors import (
     ConversationNotFound,
 )
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
+from store.domain.listing import ConversationQuery
 from store.domain.records import StreamState
 from store.repository import Repository
 
@@ -315,7 +316,7 @@ class ConvoSaver(SyncCheckpointSaver):
         seen: set[str] = set()
         while True:
             page = await self.repository.list_conversations(
-                metadata={"langgraph": {}}, cursor=cursor, limit=100
+                ConversationQuery(metadata={"langgraph": {}}, cursor=cursor, limit=100)
             )
             for conversation in page.items:
                 found = conversation.metadata.get("langgraph", {}).get("thread_id")

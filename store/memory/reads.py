@@ -189,7 +189,7 @@ class MemoryReads:
                 and (query.updated_to is None or row.updated_at < query.updated_to)
             )
 
-        newest = query.order == "newest"
+        newest = query.newest
         found = sorted(
             ((row.created_at, cid) for cid, row in self._tables.streams.items() if wanted(row)),
             reverse=newest,
@@ -202,7 +202,7 @@ class MemoryReads:
                 conversation=await self.conversation(cid, tenant),
                 cursor=ConversationCursor(created_at=created_at, id=cid),
             )
-            for created_at, cid in found[: query.limit]
+            for created_at, cid in found[: query.limit + 1]  # one more: is there a next page?
         ]
 
     async def tool_blocks(

@@ -5,7 +5,6 @@ unarchive it, change its metadata, list the tenant's, delete one.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,16 +21,15 @@ from store.domain.events import (
 )
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
 from store.domain.listing import (
-    ConversationOrder,
     ConversationPage,
     ConversationQuery,
-    decode_conversation_cursor,
+    conversation_query,
     encode_conversation_cursor,
 )
 from store.domain.records import ExpectedVersion, StreamState
 from store.domain.values import Conversation
 from store.repository.port import StreamRow, WriteSession
-from store.repository.write_path import ANY, MAX_READ_LIMIT, WritePath, as_written
+from store.repository.write_path import ANY, WritePath, as_written
 
 
 class Conversations(WritePath):
@@ -142,53 +140,22 @@ class Conversations(WritePath):
         return await self.get_conversation(conversation_id)
 
     async def list_conversations(
-        self,
-        *,
-        metadata: dict[str, Any] | None = None,
-        archived: bool | None = None,
-        created_from: datetime | None = None,
-        created_to: datetime | None = None,
-        updated_from: datetime | None = None,
-        updated_to: datetime | None = None,
-        order: ConversationOrder = "newest",
-        cursor: str | None = None,
-        limit: int = 50,
+        self, query: ConversationQuery | None = None, /, **filters: Any
     ) -> ConversationPage:
-        """A page of this tenant's conversations (deleted ones are not
-        listed), newest or oldest first by creation time, ties by id; only
-        those whose metadata contains `metadata` (as jsonb `@>`), archived
-        or not, created / last written in [from, to). `cursor` is a page's
-        `next_cursor`."""
-        if not 1 <= limit <= MAX_READ_LIMIT:
-            raise InvalidOperation(f"limit must be 1..{MAX_READ_LIMIT}, got {limit}")
-        if order not in ("newest", "oldest"):
-            raise InvalidOperation(f"order must be 'newest' or 'oldest', got {order!r}")
-        if metadata is not None:
-            problem = json_problem(metadata, max_chars=MAX_METADATA_CHARS, what="metadata")
-            if problem is not None:
-                raise InvalidOperation(f"invalid metadata filter: {problem}")
-        for name, moment in (
-            ("created_from", created_from),
-            ("created_to", created_to),
-            ("updated_from", updated_from),
-            ("updated_to", updated_to),
-        ):
-            if moment is not None and moment.tzinfo is None:
-                raise InvalidOperation(f"{name} needs a time zone (e.g. 2026-01-01T00:00:00Z)")
-        query = ConversationQuery(
-            metadata=metadata,
-            archived=archived,
-            created_from=created_from,
-            created_to=created_to,
-            updated_from=updated_from,
-            updated_to=updated_to,
-            order=order,
-            after=None if cursor is None else decode_conversation_cursor(cursor),
-            limit=limit + 1,
-        )
+        """A page of this tenant's conversations as `query` says (see
+        `ConversationQuery`: deleted ones are not listed; newest or oldest
+        first by creation time, ties by id; only those whose metadata
+        contains `metadata` (as jsonb `@>`), archived or not, created / last
+        written in [from, to); `cursor` is a page's `next_cursor`). The
+        query's fields may be given as keywords instead."""
+        if query is None:
+            query = conversation_query(**filters)
+        elif filters:
+            raise InvalidOperation(f"a query, or filters, not both: {', '.join(sorted(filters))}")
         found = await self.storage.list_conversations(self.tenant, query)
-        items = found[:limit]
-        next_cursor = encode_conversation_cursor(items[-1].cursor) if len(found) > limit else None
+        items = found[: query.limit]
+        more = len(found) > query.limit
+        next_cursor = encode_conversation_cursor(items[-1].cursor) if more else None
         return ConversationPage(items=tuple(i.conversation for i in items), next_cursor=next_cursor)
 
     @addressed

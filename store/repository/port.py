@@ -357,7 +357,9 @@ class Storage(Protocol):
         ...
 
     async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
-        """A page of the tenant's conversations that are not deleted."""
+        """The tenant's conversations that are not deleted, as `query` says,
+        in its order after its cursor: at most `query.limit + 1` (the one
+        more tells the repository another page follows)."""
         ...
 
     async def tool_blocks(

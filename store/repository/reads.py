@@ -17,6 +17,7 @@ from store.domain.context import AgentProfile, ContextSlots
 from store.domain.conversation_keys import addressed
 from store.domain.errors import InvalidOperation
 from store.domain.listing import (
+    MAX_READ_LIMIT,
     MessagePage,
     WindowSlice,
     decode_window_cursor,
@@ -26,7 +27,7 @@ from store.domain.messages import MAIN_AGENT, ROLES, MessageKind, Role, StoredMe
 from store.domain.search import SearchPage, SearchQuery
 from store.domain.values import Batch, Scope, ToolBlock
 from store.repository.port import HistoryPage, WindowPage
-from store.repository.write_path import MAX_READ_LIMIT, RepositoryPart
+from store.repository.write_path import RepositoryPart
 
 if TYPE_CHECKING:
     from store.assembler import Assembly

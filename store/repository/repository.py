@@ -29,6 +29,7 @@ Conventions:
 from __future__ import annotations
 
 from store.domain.commands import Limits
+from store.domain.listing import MAX_READ_LIMIT
 from store.domain.values import Appended, Batch, BatchResult, Conversation, Scope, ToolBlock
 from store.repository.appends import Appends
 from store.repository.batch_operations import BatchOperations
@@ -37,7 +38,7 @@ from store.repository.feed import Feed
 from store.repository.forks import Forks
 from store.repository.port import Storage
 from store.repository.reads import Reads
-from store.repository.write_path import ANY, DEFAULT_TENANT, MAX_READ_LIMIT, check_expected
+from store.repository.write_path import ANY, DEFAULT_TENANT, check_expected
 
 __all__ = [
     "ANY",

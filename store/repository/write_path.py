@@ -45,7 +45,6 @@ from store.repository.port import (
 
 DEFAULT_TENANT = "default"
 ANY = StreamState.ANY
-MAX_READ_LIMIT = 1000
 
 T = TypeVar("T")
 
