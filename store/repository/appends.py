@@ -24,7 +24,7 @@ from store.domain.records import ExpectedVersion
 from store.domain.validation import call_ids_involved, parse_message
 from store.domain.values import Appended
 from store.repository.port import Lookups, StaleHead, StreamRow, WriteSession
-from store.repository.write_path import ANY, WritePath, Written, new_version
+from store.repository.write_path import ANY, WritePath, Written, new_version, stateless
 
 
 class Appends(WritePath):
@@ -121,11 +121,11 @@ class Appends(WritePath):
     ) -> int:
         """Edit a message's content; the original stays in the log."""
 
-        async def decide(session: WriteSession, stream: StreamRow) -> list[DomainEvent]:
-            return await commands.replace_content(session, seq, content, self.limits)
-
         return await self._write(
-            conversation_id, decide, new_version, expected_version=expected_version
+            conversation_id,
+            lambda session, _: commands.replace_content(session, seq, content, self.limits),
+            new_version,
+            expected_version=expected_version,
         )
 
     @addressed
@@ -146,11 +146,11 @@ class Appends(WritePath):
         if not isinstance(pinned, bool):
             raise InvalidOperation(f"pinned must be true or false, got {pinned!r}")
 
-        async def decide(session: WriteSession, stream: StreamRow) -> list[DomainEvent]:
-            return await commands.pin_message(session, seq, pinned)
-
         return await self._write(
-            conversation_id, decide, new_version, expected_version=expected_version
+            conversation_id,
+            lambda session, _: commands.pin_message(session, seq, pinned),
+            new_version,
+            expected_version=expected_version,
         )
 
     @addressed
@@ -161,11 +161,11 @@ class Appends(WritePath):
         *,
         expected_version: ExpectedVersion = ANY,
     ) -> int:
-        async def decide(session: WriteSession, stream: StreamRow) -> list[DomainEvent]:
-            return commands.configure_agent(profile)
-
         return await self._write(
-            conversation_id, decide, new_version, expected_version=expected_version
+            conversation_id,
+            lambda *_: stateless(commands.configure_agent, profile),
+            new_version,
+            expected_version=expected_version,
         )
 
     @addressed
@@ -178,11 +178,11 @@ class Appends(WritePath):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> int:
-        async def decide(session: WriteSession, stream: StreamRow) -> list[DomainEvent]:
-            return commands.update_slot(agent_id, slot, value)
-
         return await self._write(
-            conversation_id, decide, new_version, expected_version=expected_version
+            conversation_id,
+            lambda *_: stateless(commands.update_slot, agent_id, slot, value),
+            new_version,
+            expected_version=expected_version,
         )
 
 

@@ -35,14 +35,6 @@ from store.repository.port import StreamRow, WriteSession
 from store.repository.write_path import ANY, WritePath, Written
 
 
-def _operation(kind: type[BatchOperation], **fields: Any) -> BatchOperation:
-    """A batch operation value from keyword arguments, or InvalidOperation."""
-    try:
-        return kind(**fields)
-    except ValidationError as error:
-        raise refusal(error) from None
-
-
 class BatchOperations(WritePath):
     """Batch operations: a new window for an agent, as an operation says."""
 
@@ -80,6 +72,23 @@ class BatchOperations(WritePath):
 
         return await self._write(conversation_id, decide, answer, expected_version=expected_version)
 
+    async def _operate(
+        self,
+        conversation_id: uuid.UUID,
+        expected_version: ExpectedVersion,
+        kind: type[BatchOperation],
+        **fields: Any,
+    ) -> BatchResult:
+        """Run the operation of `kind` that `fields` describe (InvalidOperation
+        if they describe none)."""
+        try:
+            operation = kind(**fields)
+        except ValidationError as error:
+            raise refusal(error) from None
+        return await self.run_batch_operation(
+            conversation_id, operation, expected_version=expected_version
+        )
+
     @addressed
     async def start_batch(
         self,
@@ -92,16 +101,15 @@ class BatchOperations(WritePath):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> BatchResult:
-        operation = _operation(
+        return await self._operate(
+            conversation_id,
+            expected_version,
             StartBatch,
             agent_id=agent_id,
             boundary_seq=boundary_seq,
             summary=summary,
             retain=tuple(retain),
             adjust=adjust,
-        )
-        return await self.run_batch_operation(
-            conversation_id, operation, expected_version=expected_version
         )
 
     @addressed
@@ -119,7 +127,9 @@ class BatchOperations(WritePath):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> BatchResult:
-        operation = _operation(
+        return await self._operate(
+            conversation_id,
+            expected_version,
             Truncate,
             agent_id=agent_id,
             keep_first=keep_first,
@@ -129,9 +139,6 @@ class BatchOperations(WritePath):
             range=range_,
             role=role,
             adjust=adjust,
-        )
-        return await self.run_batch_operation(
-            conversation_id, operation, expected_version=expected_version
         )
 
     @addressed
@@ -146,16 +153,15 @@ class BatchOperations(WritePath):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> BatchResult:
-        operation = _operation(
+        return await self._operate(
+            conversation_id,
+            expected_version,
             Filter,
             agent_id=agent_id,
             roles=tuple(roles) if roles is not None else None,
             content_contains=tuple(content_contains) if content_contains else None,
             content_excludes=tuple(content_excludes) if content_excludes else None,
             adjust=adjust,
-        )
-        return await self.run_batch_operation(
-            conversation_id, operation, expected_version=expected_version
         )
 
     @addressed
@@ -168,10 +174,13 @@ class BatchOperations(WritePath):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> BatchResult:
-        return await self.run_batch_operation(
+        return await self._operate(
             conversation_id,
-            _operation(Clear, agent_id=agent_id, keep_system=keep_system, adjust=adjust),
-            expected_version=expected_version,
+            expected_version,
+            Clear,
+            agent_id=agent_id,
+            keep_system=keep_system,
+            adjust=adjust,
         )
 
     @addressed
@@ -189,10 +198,13 @@ class BatchOperations(WritePath):
         parsed = tuple(parse_message(m, i) for i, m in enumerate(messages))
         if not parsed:
             raise InvalidOperation("insert needs at least one message")
-        return await self.run_batch_operation(
+        return await self._operate(
             conversation_id,
-            _operation(Insert, agent_id=agent_id, position=position, messages=parsed),
-            expected_version=expected_version,
+            expected_version,
+            Insert,
+            agent_id=agent_id,
+            position=position,
+            messages=parsed,
         )
 
     @addressed
@@ -206,8 +218,6 @@ class BatchOperations(WritePath):
     ) -> BatchResult:
         """Show again what batch `batch` showed `agent_id` (one of its own
         batches, or of every agent's), in a new batch of that agent."""
-        return await self.run_batch_operation(
-            conversation_id,
-            _operation(RollbackToBatch, agent_id=agent_id, batch=batch),
-            expected_version=expected_version,
+        return await self._operate(
+            conversation_id, expected_version, RollbackToBatch, agent_id=agent_id, batch=batch
         )

@@ -29,8 +29,6 @@ Conventions:
 from __future__ import annotations
 
 from store.domain.commands import Limits
-from store.domain.listing import MAX_READ_LIMIT
-from store.domain.values import Appended, Batch, BatchResult, Conversation, Scope, ToolBlock
 from store.repository.appends import Appends
 from store.repository.batch_operations import BatchOperations
 from store.repository.conversations import Conversations
@@ -38,21 +36,9 @@ from store.repository.feed import Feed
 from store.repository.forks import Forks
 from store.repository.port import Storage
 from store.repository.reads import Reads
-from store.repository.write_path import ANY, DEFAULT_TENANT, check_expected
+from store.repository.write_path import DEFAULT_TENANT
 
-__all__ = [
-    "ANY",
-    "DEFAULT_TENANT",
-    "MAX_READ_LIMIT",
-    "Appended",
-    "Batch",
-    "BatchResult",
-    "Conversation",
-    "Repository",
-    "Scope",
-    "ToolBlock",
-    "check_expected",
-]
+__all__ = ["Repository"]
 
 
 class Repository(Conversations, Forks, Appends, BatchOperations, Reads, Feed):

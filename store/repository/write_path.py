@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from store.domain.commands import Limits
 from store.domain.conversation_keys import ConversationRef
@@ -69,6 +69,15 @@ class Written:
 # A decision: the events to record after the locked stream, or a whole
 # `Write` when the storage writes some of its events itself (a fork's copies).
 Decide = Callable[[WriteSession, StreamRow], Awaitable[Sequence[DomainEvent] | Write]]
+
+
+async def stateless(
+    decision: Callable[..., Sequence[DomainEvent]], *arguments: Any
+) -> Sequence[DomainEvent]:
+    """A decision that reads nothing stored, made under the lock all the
+    same: its refusal comes after the conversation's own (not found,
+    archived, a stale expected version), as every write's does."""
+    return decision(*arguments)
 
 
 async def new_version(session: WriteSession, written: Written) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
@@ -78,59 +79,57 @@ async def another_writer(
     await other.close()
 
 
-def counted(repository: Repository) -> tuple[Repository, CountingStaleHeads]:
+@dataclass(frozen=True)
+class StaleConversation:
+    """A conversation this repository appended to (so its storage may
+    remember the head), then another writer did."""
+
+    repository: Repository
+    counting: CountingStaleHeads
+    conversation_id: str
+
+
+@pytest.fixture
+async def stale(repository: Repository, another_writer: AnotherWriter) -> StaleConversation:
     counting = CountingStaleHeads(repository.storage)
-    return Repository(cast(Storage, counting), tenant=repository.tenant), counting
-
-
-async def test_an_append_on_a_stale_head_is_decided_again(
-    repository: Repository, another_writer: AnotherWriter
-) -> None:
-    repository, counting = counted(repository)
+    repository = Repository(cast(Storage, counting), tenant=repository.tenant)
     conversation_id = (await repository.create_conversation()).id
     await repository.append_messages(conversation_id, [user("one")])  # remembered here
     await another_writer(conversation_id)
+    return StaleConversation(repository, counting, conversation_id)
 
-    appended = await repository.append_messages(
-        conversation_id, [user("three")], expected_version=3
+
+async def test_an_append_on_a_stale_head_is_decided_again(stale: StaleConversation) -> None:
+    appended = await stale.repository.append_messages(
+        stale.conversation_id, [user("three")], expected_version=3
     )
 
-    assert counting.stale == 1
+    assert stale.counting.stale == 1
     assert appended.version == 4
     assert seqs(appended.messages) == [3]
-    history = await repository.read_messages(conversation_id)
+    history = await stale.repository.read_messages(stale.conversation_id)
     assert [m.content for m in history] == ["one", "from elsewhere", "three"]
 
 
 async def test_a_stale_expectation_is_still_refused_after_deciding_again(
-    repository: Repository, another_writer: AnotherWriter
+    stale: StaleConversation,
 ) -> None:
-    repository, counting = counted(repository)
-    conversation_id = (await repository.create_conversation()).id
-    await repository.append_messages(conversation_id, [user("one")])
-    await another_writer(conversation_id)
-
     with pytest.raises(ConcurrencyConflict):
         # Expects the version it last wrote: the other writer's message is news.
-        await repository.append_messages(conversation_id, [user("two")], expected_version=2)
+        await stale.repository.append_messages(
+            stale.conversation_id, [user("two")], expected_version=2
+        )
 
-    assert counting.stale == 1
-    assert (await repository.get_conversation(conversation_id)).version == 3
+    assert stale.counting.stale == 1
+    assert (await stale.repository.get_conversation(stale.conversation_id)).version == 3
 
 
-async def test_a_stale_head_writes_nothing_before_the_retry(
-    repository: Repository, another_writer: AnotherWriter
-) -> None:
-    repository, counting = counted(repository)
-    conversation_id = (await repository.create_conversation()).id
-    await repository.append_messages(conversation_id, [user("one")])
-    await another_writer(conversation_id)
-
-    appended = await repository.append_messages(
-        conversation_id, [user("again")], idempotency_key=f"k-{uuid.uuid4().hex}"
+async def test_an_idempotent_append_on_a_stale_head_writes_once(stale: StaleConversation) -> None:
+    appended = await stale.repository.append_messages(
+        stale.conversation_id, [user("again")], idempotency_key=f"k-{uuid.uuid4().hex}"
     )
 
-    assert counting.stale == 1
-    history = await repository.read_messages(conversation_id)
+    assert stale.counting.stale == 1
+    history = await stale.repository.read_messages(stale.conversation_id)
     assert [m.content for m in history] == ["one", "from elsewhere", "again"]
     assert appended.version == 4
