@@ -55,6 +55,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from store.adapters._conversation import live_key
 from store.adapters._graph_log import (
     CHECKPOINT_SLOT,
     WRITES_KEY,
@@ -136,7 +137,7 @@ class ConvoSaver(SyncCheckpointSaver):
     async def _open_thread(self, thread_id: str, *, create: bool) -> Thread | None:
         thread = self._threads.get(thread_id)
         if thread is None:
-            key, exists = await self._current_key(thread_id)
+            key, exists = await live_key(self.repository, thread_id)
             if not exists and not create:
                 return None
             thread = Thread(self.repository, thread_id, key)
@@ -151,20 +152,6 @@ class ConvoSaver(SyncCheckpointSaver):
                 )
             thread.conversation._exists = True
         return thread
-
-    async def _current_key(self, thread_id: str) -> tuple[str, bool]:
-        """The conversation of `thread_id` now: the first of `id`, `id~2`,
-        ... that was not deleted; and whether it exists."""
-        key, generation = thread_id, 1
-        while True:
-            try:
-                await self.repository.get_conversation(key)
-                return key, True
-            except ConversationNotFound:
-                return key, False
-            except ConversationDeleted:
-                generation += 1
-                key = f"{thread_id}~{generation}"
 
     @staticmethod
     def _run(config: RunnableConfig) -> Any:
@@ -504,7 +491,7 @@ class ConvoSaver(SyncCheckpointSaver):
         events and views are purged; the thread's next checkpoint starts a
         new conversation)."""
         self._threads.pop(thread_id, None)
-        key, exists = await self._current_key(thread_id)
+        key, exists = await live_key(self.repository, thread_id)
         if exists:
             with contextlib.suppress(ConversationNotFound, ConversationDeleted):
                 await self.repository.delete(key)
@@ -516,7 +503,7 @@ class ConvoSaver(SyncCheckpointSaver):
         source = await self._thread(source_thread_id)
         if source is None:
             return
-        key, exists = await self._current_key(target_thread_id)
+        key, exists = await live_key(self.repository, target_thread_id)
         if exists:
             raise ValueError(f"thread {target_thread_id!r} already has checkpoints")
         async with source.lock:

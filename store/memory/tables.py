@@ -28,6 +28,7 @@ from store.domain.messages import ROLES, StoredMessage
 from store.domain.projector import (
     AppendMessages,
     Archive,
+    CallRow,
     Changes,
     ConfigureAgent,
     CopyForked,
@@ -92,15 +93,6 @@ class EventRecord:
 
 
 @dataclass(kw_only=True)
-class CallRecord:
-    agent_id: str
-    tool_name: str
-    assistant_seq: int
-    result_seq: int | None = None
-    is_error: bool = False
-
-
-@dataclass(kw_only=True)
 class Views:
     """Every view row of one conversation."""
 
@@ -111,7 +103,7 @@ class Views:
     members: dict[int, list[tuple[Decimal, int]]] = field(default_factory=dict)
     batches: dict[int, Batch] = field(default_factory=dict)
     batch_versions: dict[int, int] = field(default_factory=dict)  # batch → its event's version
-    calls: dict[str, CallRecord] = field(default_factory=dict)
+    calls: dict[str, CallRow] = field(default_factory=dict)  # copies: answered in place
     profiles: dict[str, AgentProfile] = field(default_factory=dict)
     slots: dict[str, dict[str, Any]] = field(default_factory=dict)
     client_ids: dict[str, int] = field(default_factory=dict)  # client id → seq
@@ -335,13 +327,7 @@ def _append(views: Views, step: AppendMessages) -> None:
         if row.client_message_id is not None:
             views.client_ids[row.client_message_id] = row.seq
     for call in step.calls:
-        views.calls[call.call_id] = CallRecord(
-            agent_id=call.agent_id,
-            tool_name=call.tool_name,
-            assistant_seq=call.assistant_seq,
-            result_seq=call.result_seq,
-            is_error=call.is_error,
-        )
+        views.calls[call.call_id] = replace(call)
     for answer in step.answered:
         answered = views.calls.get(answer.call_id)
         if answered is not None:

@@ -12,22 +12,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from store.domain import commands
+from store.domain import commands, operations
 from store.domain import window as win
 from store.domain.conversation_keys import addressed, current_key
 from store.domain.errors import InvalidOperation
 from store.domain.events import BatchStarted, DomainEvent, MessageAppended
 from store.domain.messages import MAIN_AGENT, Message, Role
-from store.domain.operations import (
-    BatchOperation,
-    Clear,
-    Filter,
-    Insert,
-    RollbackToBatch,
-    StartBatch,
-    Truncate,
-    refusal,
-)
+from store.domain.operations import BatchOperation, refusal
 from store.domain.records import ExpectedVersion
 from store.domain.validation import parse_message
 from store.domain.values import BatchResult
@@ -104,7 +95,7 @@ class BatchOperations(WritePath):
         return await self._operate(
             conversation_id,
             expected_version,
-            StartBatch,
+            operations.StartBatch,
             agent_id=agent_id,
             boundary_seq=boundary_seq,
             summary=summary,
@@ -130,7 +121,7 @@ class BatchOperations(WritePath):
         return await self._operate(
             conversation_id,
             expected_version,
-            Truncate,
+            operations.Truncate,
             agent_id=agent_id,
             keep_first=keep_first,
             keep_last=keep_last,
@@ -156,7 +147,7 @@ class BatchOperations(WritePath):
         return await self._operate(
             conversation_id,
             expected_version,
-            Filter,
+            operations.Filter,
             agent_id=agent_id,
             roles=tuple(roles) if roles is not None else None,
             content_contains=tuple(content_contains) if content_contains else None,
@@ -177,7 +168,7 @@ class BatchOperations(WritePath):
         return await self._operate(
             conversation_id,
             expected_version,
-            Clear,
+            operations.Clear,
             agent_id=agent_id,
             keep_system=keep_system,
             adjust=adjust,
@@ -201,7 +192,7 @@ class BatchOperations(WritePath):
         return await self._operate(
             conversation_id,
             expected_version,
-            Insert,
+            operations.Insert,
             agent_id=agent_id,
             position=position,
             messages=parsed,
@@ -219,5 +210,9 @@ class BatchOperations(WritePath):
         """Show again what batch `batch` showed `agent_id` (one of its own
         batches, or of every agent's), in a new batch of that agent."""
         return await self._operate(
-            conversation_id, expected_version, RollbackToBatch, agent_id=agent_id, batch=batch
+            conversation_id,
+            expected_version,
+            operations.RollbackToBatch,
+            agent_id=agent_id,
+            batch=batch,
         )
