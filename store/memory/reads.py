@@ -89,29 +89,19 @@ class MemoryReads:
             ]
         return [(k, s) for k, s in found if role is None or messages[s].role == role]
 
-    def _window_seqs(
-        self,
-        cid: uuid.UUID,
-        row: StreamRecord,
-        batch: int | None = None,
-        agent_id: str | None = None,
-        role: str | None = None,
-    ) -> list[int]:
-        return [seq for _, seq in self._window_members(cid, row, batch, agent_id, role)]
-
     async def window(
         self, conversation_id: uuid.UUID, tenant: str, *, batch: int | None, agent_id: str | None
     ) -> list[StoredMessage]:
         row = self._readable(conversation_id, tenant)
         return self._messages(
-            conversation_id, self._window_seqs(conversation_id, row, batch, agent_id)
+            conversation_id, seqs_of(self._window_members(conversation_id, row, batch, agent_id))
         )
 
     async def recent_in_window(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
     ) -> list[StoredMessage]:
         row = self._readable(conversation_id, tenant)
-        seqs = self._window_seqs(conversation_id, row, None, agent_id, role)
+        seqs = seqs_of(self._window_members(conversation_id, row, None, agent_id, role))
         return self._messages(conversation_id, seqs[max(len(seqs) - n, 0) :] if n else [])
 
     async def recent_in_history(
@@ -136,7 +126,9 @@ class MemoryReads:
     async def count_in_window(self, conversation_id: uuid.UUID, tenant: str) -> dict[Role, int]:
         row = self._readable(conversation_id, tenant)
         views = self._tables.views[conversation_id]
-        roles = [views.messages[s].role for s in self._window_seqs(conversation_id, row)]
+        roles = [
+            views.messages[s].role for s in seqs_of(self._window_members(conversation_id, row))
+        ]
         return {role: roles.count(role) for role in ROLES}
 
     async def count_in_history(self, conversation_id: uuid.UUID, tenant: str) -> dict[Role, int]:
@@ -149,7 +141,9 @@ class MemoryReads:
     ) -> list[StoredMessage]:
         row = self._readable(conversation_id, tenant)
         views = self._tables.views[conversation_id]
-        visible = set(self._window_seqs(conversation_id, row)) if page.visible_only else None
+        visible = (
+            set(seqs_of(self._window_members(conversation_id, row))) if page.visible_only else None
+        )
         seqs = sorted(
             s
             for s, m in views.messages.items()
@@ -267,7 +261,7 @@ class MemoryReads:
     ) -> AssemblyInput:
         row = self._readable(conversation_id, tenant)
         profile, slots = await self.agent(conversation_id, tenant, agent_id)
-        seqs = self._window_seqs(conversation_id, row, None, agent_id)
+        seqs = seqs_of(self._window_members(conversation_id, row, None, agent_id))
         views = self._tables.views[conversation_id]
         rows = []  # as the PostgreSQL storage reads them: each event's JSON
         for seq in seqs:
@@ -316,3 +310,8 @@ class MemoryReads:
                     )
 
         return search_candidates(query, candidates())
+
+
+def seqs_of(members: list[tuple[Decimal, int]]) -> list[int]:
+    """The seqs of a window's (sort key, seq) members, in window order."""
+    return [seq for _, seq in members]

@@ -31,6 +31,7 @@ from store.memory.tables import (
     window_entry,
 )
 from store.repository.port import (
+    CurrentWindow,
     ForkSource,
     StaleHead,
     StoredRequest,
@@ -40,7 +41,7 @@ from store.repository.port import (
 )
 
 
-class MemoryWriteSession:
+class MemoryWriteSession(CurrentWindow):
     """A write on one conversation, under its lock; applies at `write()`."""
 
     def __init__(
@@ -81,11 +82,6 @@ class MemoryWriteSession:
             for i, c in self._views.calls.items()
             if c.result_seq is None and (agent_id is None or c.agent_id == agent_id)
         }
-
-    async def window(self, agent_id: str) -> list[WindowEntry]:
-        window = await self.batch_window((await self.head()).batch_of(agent_id), agent_id)
-        assert window is not None
-        return window
 
     async def batch_window(
         self, batch: int, agent_id: str | None = None
