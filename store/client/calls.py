@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -39,7 +38,7 @@ from store.client.wire import (
 from store.domain.context import AgentProfile, TodoItem
 from store.domain.conversation_keys import ConversationRef, conversation_key
 from store.domain.feed import FeedEvent, FeedPage, checkpoint
-from store.domain.listing import ConversationOrder, ConversationPage, MessagePage, WindowSlice
+from store.domain.listing import ConversationPage, ConversationQuery, MessagePage, WindowSlice
 from store.domain.messages import Content, Message, Role, StoredMessage
 from store.domain.operations import (
     BatchOperation,
@@ -77,31 +76,20 @@ def get_conversation(conversation_id: ConversationRef) -> Call[Conversation]:
     )
 
 
-def list_conversations(
-    *,
-    metadata: dict[str, Any] | None,
-    archived: bool | None,
-    created_from: datetime | None,
-    created_to: datetime | None,
-    updated_from: datetime | None,
-    updated_to: datetime | None,
-    order: ConversationOrder,
-    cursor: str | None,
-    limit: int,
-) -> Call[ConversationPage]:
+def list_conversations(search: ConversationQuery) -> Call[ConversationPage]:
     return Call(
         method="GET",
         path="/conversations",
         params=query(
-            metadata=None if metadata is None else json.dumps(metadata),
-            archived=archived,
-            created_from=created_from,
-            created_to=created_to,
-            updated_from=updated_from,
-            updated_to=updated_to,
-            order=order,
-            cursor=cursor,
-            limit=limit,
+            metadata=None if search.metadata is None else json.dumps(search.metadata),
+            archived=search.archived,
+            created_from=search.created_from,
+            created_to=search.created_to,
+            updated_from=search.updated_from,
+            updated_to=search.updated_to,
+            order=search.order,
+            cursor=search.cursor,
+            limit=search.limit,
         ),
         read=answer_of(ConversationPage),
         replayable=True,

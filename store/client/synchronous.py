@@ -14,8 +14,8 @@ they take the `AsyncConvoClient`.)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
-from datetime import datetime
 from typing import Any
 
 from store.client import calls
@@ -23,7 +23,8 @@ from store.client.sync_reads import Reads
 from store.client.wire import AgentState
 from store.domain.context import AgentProfile, ContextSlots, TodoItem
 from store.domain.conversation_keys import ConversationRef
-from store.domain.listing import ConversationOrder, ConversationPage
+from store.domain.errors import InvalidOperation
+from store.domain.listing import ConversationPage, ConversationQuery, conversation_query
 from store.domain.messages import MAIN_AGENT, Content, Message, Role, StoredMessage
 from store.domain.operations import BatchOperation
 from store.domain.records import ExpectedVersion, StreamState
@@ -58,62 +59,25 @@ class ConvoClient(Reads):
         return self.call(calls.get_conversation(conversation_id))
 
     def list_conversations(
-        self,
-        *,
-        metadata: dict[str, Any] | None = None,
-        archived: bool | None = None,
-        created_from: datetime | None = None,
-        created_to: datetime | None = None,
-        updated_from: datetime | None = None,
-        updated_to: datetime | None = None,
-        order: ConversationOrder = "newest",
-        cursor: str | None = None,
-        limit: int = 50,
+        self, query: ConversationQuery | None = None, /, **filters: Any
     ) -> ConversationPage:
-        return self.call(
-            calls.list_conversations(
-                metadata=metadata,
-                archived=archived,
-                created_from=created_from,
-                created_to=created_to,
-                updated_from=updated_from,
-                updated_to=updated_to,
-                order=order,
-                cursor=cursor,
-                limit=limit,
-            )
-        )
+        """A page of the tenant's conversations as `query` says (or its
+        fields as keywords: metadata, archived, created_from, created_to,
+        updated_from, updated_to, order, cursor, limit)."""
+        return self.call(calls.list_conversations(_listing(query, filters)))
 
     def iter_conversations(
-        self,
-        *,
-        metadata: dict[str, Any] | None = None,
-        archived: bool | None = None,
-        created_from: datetime | None = None,
-        created_to: datetime | None = None,
-        updated_from: datetime | None = None,
-        updated_to: datetime | None = None,
-        order: ConversationOrder = "newest",
-        page_size: int = 100,
+        self, query: ConversationQuery | None = None, /, **filters: Any
     ) -> Iterator[Conversation]:
-        """Every conversation `list_conversations` would list, page after page."""
-        cursor: str | None = None
+        """Every conversation `list_conversations` would list, page after
+        page (of `limit` each)."""
+        search = _listing(query, filters)
         while True:
-            page = self.list_conversations(
-                metadata=metadata,
-                archived=archived,
-                created_from=created_from,
-                created_to=created_to,
-                updated_from=updated_from,
-                updated_to=updated_to,
-                order=order,
-                cursor=cursor,
-                limit=page_size,
-            )
+            page = self.list_conversations(search)
             yield from page.items
             if page.next_cursor is None:
                 return
-            cursor = page.next_cursor
+            search = dataclasses.replace(search, cursor=page.next_cursor)
 
     def update_metadata(
         self,
@@ -310,3 +274,12 @@ class ConvoClient(Reads):
         expected_version: ExpectedVersion = ANY,
     ) -> int:
         return self.call(calls.pin_message(conversation_id, seq, pinned, expected_version))
+
+
+def _listing(query: ConversationQuery | None, filters: dict[str, Any]) -> ConversationQuery:
+    """The query, or one of the filters; not both (as `Repository.list_conversations`)."""
+    if query is None:
+        return conversation_query(**filters)
+    if filters:
+        raise InvalidOperation(f"a query, or filters, not both: {', '.join(sorted(filters))}")
+    return query

@@ -10,13 +10,12 @@ offered by both: `tests/client` holds both to it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from store.domain.context import ContextSlots, TodoItem
 from store.domain.conversation_keys import ConversationRef
 from store.domain.feed import FeedEvent
-from store.domain.listing import ConversationOrder, ConversationPage
+from store.domain.listing import ConversationPage, ConversationQuery
 from store.domain.messages import MAIN_AGENT, Message, Role, StoredMessage
 from store.domain.records import ExpectedVersion, StreamState
 from store.domain.values import Appended, BatchResult, Conversation, Scope, ToolBlock
@@ -37,17 +36,7 @@ class ConversationRepository(Protocol):
     async def get_conversation(self, conversation_id: ConversationRef, /) -> Conversation: ...
 
     async def list_conversations(
-        self,
-        *,
-        metadata: dict[str, Any] | None = None,
-        archived: bool | None = None,
-        created_from: datetime | None = None,
-        created_to: datetime | None = None,
-        updated_from: datetime | None = None,
-        updated_to: datetime | None = None,
-        order: ConversationOrder = "newest",
-        cursor: str | None = None,
-        limit: int = 50,
+        self, query: ConversationQuery | None = None, /, **filters: Any
     ) -> ConversationPage: ...
 
     async def delete(self, conversation_id: ConversationRef, /) -> None: ...

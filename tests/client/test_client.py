@@ -212,9 +212,9 @@ async def test_paging_iterators_read_everything_once(
 ) -> None:
     for n in range(5):
         await client.create_conversation(f"c{n}", metadata={"n": n})
-    listed = [c.id async for c in client.iter_conversations(order="oldest", page_size=2)]
+    listed = [c.id async for c in client.iter_conversations(order="oldest", limit=2)]
     assert listed == ["c0", "c1", "c2", "c3", "c4"]
-    only = [c.id async for c in client.iter_conversations(metadata={"n": 3}, page_size=1)]
+    only = [c.id async for c in client.iter_conversations(metadata={"n": 3}, limit=1)]
     assert only == ["c3"]
 
     await client.append_messages("c0", _turns(7))

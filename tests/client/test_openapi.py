@@ -6,6 +6,7 @@ library layer), so this is what keeps the two from drifting apart."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hosting.settings import Settings
 from store.client import calls
 from store.client.wire import Call
 from store.domain.context import AgentProfile
+from store.domain.listing import ConversationQuery
 from store.domain.operations import Truncate
 from store.domain.records import FeedPosition, StreamState
 from store.domain.search import search_query
@@ -27,15 +29,13 @@ CALLS: list[Call[Any]] = [
     calls.create_conversation(C, {"a": 1}),
     calls.get_conversation(C),
     calls.list_conversations(
-        metadata={"a": 1},
-        archived=False,
-        created_from=None,
-        created_to=None,
-        updated_from=None,
-        updated_to=None,
-        order="oldest",
-        cursor="abc",
-        limit=5,
+        ConversationQuery(
+            metadata={"a": 1},
+            archived=False,
+            created_from=datetime(2026, 1, 1, tzinfo=UTC),
+            order="oldest",
+            limit=5,
+        )
     ),
     calls.update_metadata(C, {"a": None}, replace=False, expected_version=3),
     calls.set_archived(C, True),
