@@ -12,6 +12,6 @@
 All write through the methods of `store.repository.ConversationRepository`,
 so they run on PostgreSQL or on the in-memory fake alike, or over the HTTP
 API given a `store.client.AsyncConvoClient` instead of a repository; the
-mapping of every item and message type is in docs/adapters.md. Importing this package imports
-neither framework.
+mapping of every item and message type is in docs/adapters.md. Importing
+this package imports neither framework.
 """
