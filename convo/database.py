@@ -9,12 +9,16 @@ PostgreSQL and stop it when they end, also on SIGTERM or SIGHUP.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from convo.errors import database_errors, load_settings
 from hosting.settings import Settings
+
+if TYPE_CHECKING:
+    from hosting.database import Database
 from store.domain.conversation_keys import key_problem, stream_id
 from store.repository import DEFAULT_TENANT
 
@@ -32,6 +36,11 @@ def _migrate(url: str, settings: Settings) -> None:
         engine.dispose()
 
 
+def _say_if_created(database: Database) -> None:
+    if database.created:
+        console.print(f"[green]created the database[/green] {database.where}")
+
+
 def register(app: typer.Typer) -> None:
     register_rebuild(app)
 
@@ -42,7 +51,8 @@ def register(app: typer.Typer) -> None:
 
         with database_errors("migrate"):
             settings = load_settings()
-            with open_database(settings) as database:
+            with open_database(settings, create=True) as database:
+                _say_if_created(database)
                 _migrate(database.url, settings)
         console.print(f"[green]migrated[/green] {database.where}")
 
@@ -83,7 +93,8 @@ def register(app: typer.Typer) -> None:
 
         with database_errors("serve"):
             settings = load_settings()
-            with open_database(settings) as database:
+            with open_database(settings, create=True) as database:
+                _say_if_created(database)
                 # Once the database answers: a start-up failure stays one line.
                 logging.config.dictConfig(logging_config(settings))
                 log = logging.getLogger("convo.server")
@@ -116,7 +127,8 @@ def register(app: typer.Typer) -> None:
 
         with database_errors("demo"):
             settings = load_settings()
-            with open_database(settings) as database:
+            with open_database(settings, create=True) as database:
+                _say_if_created(database)
                 _migrate(database.url, settings)
                 asyncio.run(run_demo(database.url, settings, where=database.where))
 
