@@ -24,6 +24,9 @@ from store.repository import DEFAULT_TENANT
 
 console = Console(stderr=True)
 
+# The key `convo serve` prints on the embedded server: each start replaces it.
+DEVELOPMENT_KEY_NAME = "development (convo serve)"
+
 
 def _migrate(url: str, settings: Settings) -> None:
     from hosting import migrate
@@ -135,16 +138,17 @@ def register(app: typer.Typer) -> None:
 
 def _development_banner(url: str, settings: Settings, host: str, port: int) -> None:
     """On the embedded server (a development database): where to point a
-    browser and a client, and a fresh key of the default tenant to do it with.
+    browser and a client, and a fresh key of the default tenant to do it with
+    (the one an earlier start printed is revoked: one live development key).
     Never on a server of one's own, whose keys are made with `convo keys`."""
     from hosting.engines import make_async_engine
-    from hosting.keys import create_key
+    from hosting.keys import replace_key
     from store.repository import DEFAULT_TENANT
 
     async def development_key() -> str:
         engine = make_async_engine(url, settings, pool_size=1, max_overflow=0)
         try:
-            _, plaintext = await create_key(engine, DEFAULT_TENANT, "development (convo serve)")
+            _, plaintext = await replace_key(engine, DEFAULT_TENANT, DEVELOPMENT_KEY_NAME)
             return plaintext
         finally:
             await engine.dispose()
@@ -155,7 +159,7 @@ def _development_banner(url: str, settings: Settings, host: str, port: int) -> N
         "[bold]convo-store[/bold] on the embedded PostgreSQL (development)",
         f"  API       {base}",
         f"  docs      {base}/docs   (OpenAPI: {base}/openapi.json)",
-        f"  dev key   {key}   (tenant {DEFAULT_TENANT!r}; revoke: convo keys revoke)",
+        f"  dev key   {key}   (tenant {DEFAULT_TENANT!r}; the next start replaces it)",
         f"  try       curl -H 'Authorization: Bearer {key}' -X POST {base}/conversations"
         " -H 'Content-Type: application/json' -d '{\"id\": \"user-123\"}'",
     ]
