@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from convo.errors import database_errors, load_settings
+from convo.errors import database_errors, fail, load_settings
 from hosting.settings import Settings
 
 if TYPE_CHECKING:
@@ -125,7 +125,15 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo() -> None:
         """Run a realistic agent session end to end and print what a user sees."""
-        from convo.demo import run_demo
+        try:
+            from convo.demo import run_demo
+        except ImportError as error:
+            # The demo drives the HTTP app in-process: the server extra.
+            raise fail(
+                "demo",
+                f"the demo runs the HTTP API, an extra ({error.name} is missing):"
+                " pip install 'convo-store[server]'",
+            ) from None
         from hosting.database import open_database
 
         with database_errors("demo"):
@@ -188,14 +196,21 @@ def register_rebuild(app: typer.Typer) -> None:
 
         problem = None if conversation is None else key_problem(conversation)
         if problem is not None:
-            console.print(f"[red]not a conversation id:[/red] {problem}")
-            raise typer.Exit(2)
+            raise fail("rebuild", f"not a conversation id: {problem}", 2)
         target = None if conversation is None else stream_id(tenant, conversation)
 
         async def run(url: str, settings: Settings) -> None:
             storage = await open_storage(url, settings)
             try:
                 total = await storage.count_events(target)
+                if target is not None and total == 0:
+                    # Said here, by the id given: the store would name its
+                    # internal stream id.
+                    raise fail(
+                        "rebuild",
+                        f"conversation {conversation!r} of tenant {tenant!r} does not exist",
+                        2,
+                    )
                 with Progress(
                     "[progress.description]{task.description}",
                     BarColumn(),

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from convo.errors import database_errors, load_settings
+from convo.errors import database_errors, fail, load_settings
 from hosting.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,8 +62,7 @@ def create(
     try:
         key_id, plaintext = _run("create", lambda engine: create_key(engine, tenant, name))
     except ValueError as error:
-        console.print(f"[red]{error}[/red]")
-        raise typer.Exit(2) from None
+        raise fail("keys create", str(error), 2) from None
     console.print(f"[green]created[/green] key {key_id} for tenant {tenant!r} ({name})")
     console.print("[yellow]store it now: this key is not shown again[/yellow]")
     typer.echo(plaintext)
@@ -112,8 +111,7 @@ def revoke(
     try:
         key_filter(key)
     except ValueError as error:
-        console.print(f"[red]{error}[/red]", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from None
+        raise fail("keys revoke", str(error), 2) from None
 
     async def revoke_it(engine: AsyncEngine) -> tuple[uuid.UUID, bool]:
         found = await find_key(engine, key)
@@ -122,11 +120,9 @@ def revoke(
     try:
         key_id, revoked = _run("revoke", revoke_it)
     except (KeyNotFound, AmbiguousKey) as error:
-        console.print(f"[red]{error}[/red]", soft_wrap=True, highlight=False)
-        raise typer.Exit(1) from None
+        raise fail("keys revoke", str(error), 1) from None
     if not revoked:
-        console.print(f"[red]no active key with id[/red] {key_id}: it was revoked before")
-        raise typer.Exit(1)
+        raise fail("keys revoke", f"no active key with id {key_id}: it was revoked before", 1)
     console.print(f"[green]revoked[/green] key {key_id}", highlight=False)
 
 

@@ -123,7 +123,7 @@ def test_a_start_too_short_or_unknown_is_one_line(database_url: str) -> None:
     assert "at least its first 4 characters" in err
     code, _, err = _convo(database_url, "revoke", "cs_nosuchkey")
     assert code == 1
-    assert err.strip() == "no key is 'cs_nosuchkey'"
+    assert err.strip() == "convo keys revoke: no key is 'cs_nosuchkey'"
 
 
 async def test_the_development_key_replaces_the_last_one(database_url: str) -> None:
