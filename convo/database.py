@@ -39,6 +39,17 @@ def _migrate(url: str, settings: Settings) -> None:
         engine.dispose()
 
 
+def _check_schema(url: str, settings: Settings) -> None:
+    """SchemaNotMigrated unless the database is migrated (one query)."""
+    from hosting.bootstrap import open_storage
+
+    async def check() -> None:
+        async with await open_storage(url, settings, max_size=1):
+            pass
+
+    asyncio.run(check())
+
+
 def _say_if_created(database: Database) -> None:
     if database.created:
         console.print(f"[green]created the database[/green] {database.where}")
@@ -103,6 +114,9 @@ def register(app: typer.Typer) -> None:
                 log = logging.getLogger("convo.server")
                 if migrate:
                     _migrate(database.url, settings)
+                else:
+                    # Refused here in one line, not by the app's start-up.
+                    _check_schema(database.url, settings)
                 if database.embedded:
                     _development_banner(database.url, settings, host, port)
                 log.info(

@@ -121,3 +121,15 @@ def test_an_unexpected_error_is_one_line_too(
         "convo config: unexpected error, a bug: RuntimeError: something broke"
         " (CONVO_TRACEBACK=1 shows where)"
     )
+
+
+def test_serving_a_database_never_migrated_without_migrating_is_refused(
+    empty_database_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", empty_database_url)
+    code, _, err = _convo(capsys, ["serve", "--no-migrate", "--port", "1"])
+    assert code == 1
+    line = _one_line(err)
+    assert line.startswith("convo serve: the database "), line
+    assert "has no convo-store schema" in line
+    assert "run `convo migrate`" in line
