@@ -156,9 +156,9 @@ class PostgresStorage(
 
     async def close(self) -> None:
         """Close the pool (idempotent): appends in flight are waited for."""
-        if self._guard is not None and self._guard is not asyncio.current_task():
-            self._guard.cancel()
-            self._guard = None
+        guard, self._guard = self._guard, None
+        if guard is not None and guard is not asyncio.current_task() and not guard.done():
+            guard.cancel()
         await self._close()
 
     async def _close(self, pool_timeout: float = 5.0) -> None:
