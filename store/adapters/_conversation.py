@@ -26,6 +26,7 @@ from store.domain.conversation_keys import conversation_key
 from store.domain.errors import (
     BoundaryError,
     ConcurrencyConflict,
+    ConversationDeleted,
     ConversationNotFound,
     InvalidMessage,
 )
@@ -334,3 +335,19 @@ def _tail_start(window: Sequence[Message], index: int) -> int:
                 start, changed = at, True
                 break
     return start
+
+
+async def live_key(repository: Repository, base: str) -> tuple[str, bool]:
+    """The conversation the framework's id `base` names now: the first of
+    `base`, `base~2`, ... that was not deleted (a deleted conversation's id
+    stays a tombstone); and whether it exists."""
+    key, generation = base, 1
+    while True:
+        try:
+            await repository.get_conversation(key)
+            return key, True
+        except ConversationNotFound:
+            return key, False
+        except ConversationDeleted:
+            generation += 1
+            key = f"{base}~{generation}"

@@ -5,18 +5,10 @@
 port are `store.postgres` and `store.memory`.
 """
 
-from store.repository.repository import (
-    ANY,
-    DEFAULT_TENANT,
-    MAX_READ_LIMIT,
-    Appended,
-    Batch,
-    BatchResult,
-    Conversation,
-    Repository,
-    Scope,
-    ToolBlock,
-)
+from store.domain.listing import MAX_READ_LIMIT
+from store.domain.values import Appended, Batch, BatchResult, Conversation, Scope, ToolBlock
+from store.repository.repository import Repository
+from store.repository.write_path import ANY, DEFAULT_TENANT
 
 __all__ = [
     "ANY",
