@@ -53,6 +53,7 @@ TITLES: dict[str, str] = {
     "StorageFailure": "The database failed",
     "StorageUnavailable": "The database is unavailable",
     "StorageError": "The database failed",
+    "SchemaNotMigrated": "The database is not migrated",
     "ConvoStoreError": "The store refused the request",
     "ValidationError": "The request is not valid",
     "PayloadTooLarge": "The request body is too large",

@@ -213,7 +213,8 @@ def register(app: typer.Typer) -> None:
             console.print(
                 ", ".join(f"{n} {s}" for s, n in counts.items()) or "nothing over the thresholds"
             )
-        if report.failed:
+        # A conversation named that is not there could not be compacted either.
+        if report.failed or report.count("not_found"):
             raise typer.Exit(code=EXIT_SOME_FAILED)
 
 

@@ -9,16 +9,23 @@ PostgreSQL and stop it when they end, also on SIGTERM or SIGHUP.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from convo.errors import database_errors, load_settings
+from convo.errors import database_errors, fail, load_settings
 from hosting.settings import Settings
+
+if TYPE_CHECKING:
+    from hosting.database import Database
 from store.domain.conversation_keys import key_problem, stream_id
 from store.repository import DEFAULT_TENANT
 
 console = Console(stderr=True)
+
+# The key `convo serve` prints on the embedded server: each start replaces it.
+DEVELOPMENT_KEY_NAME = "development (convo serve)"
 
 
 def _migrate(url: str, settings: Settings) -> None:
@@ -32,6 +39,22 @@ def _migrate(url: str, settings: Settings) -> None:
         engine.dispose()
 
 
+def _check_schema(url: str, settings: Settings) -> None:
+    """SchemaNotMigrated unless the database is migrated (one query)."""
+    from hosting.bootstrap import open_storage
+
+    async def check() -> None:
+        async with await open_storage(url, settings, max_size=1):
+            pass
+
+    asyncio.run(check())
+
+
+def _say_if_created(database: Database) -> None:
+    if database.created:
+        console.print(f"[green]created the database[/green] {database.where}")
+
+
 def register(app: typer.Typer) -> None:
     register_rebuild(app)
 
@@ -42,7 +65,8 @@ def register(app: typer.Typer) -> None:
 
         with database_errors("migrate"):
             settings = load_settings()
-            with open_database(settings) as database:
+            with open_database(settings, create=True) as database:
+                _say_if_created(database)
                 _migrate(database.url, settings)
         console.print(f"[green]migrated[/green] {database.where}")
 
@@ -83,12 +107,16 @@ def register(app: typer.Typer) -> None:
 
         with database_errors("serve"):
             settings = load_settings()
-            with open_database(settings) as database:
+            with open_database(settings, create=True) as database:
+                _say_if_created(database)
                 # Once the database answers: a start-up failure stays one line.
                 logging.config.dictConfig(logging_config(settings))
                 log = logging.getLogger("convo.server")
                 if migrate:
                     _migrate(database.url, settings)
+                else:
+                    # Refused here in one line, not by the app's start-up.
+                    _check_schema(database.url, settings)
                 if database.embedded:
                     _development_banner(database.url, settings, host, port)
                 log.info(
@@ -111,28 +139,38 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo() -> None:
         """Run a realistic agent session end to end and print what a user sees."""
-        from convo.demo import run_demo
+        try:
+            from convo.demo import run_demo
+        except ImportError as error:
+            # The demo drives the HTTP app in-process: the server extra.
+            raise fail(
+                "demo",
+                f"the demo runs the HTTP API, an extra ({error.name} is missing):"
+                " pip install 'convo-store[server]'",
+            ) from None
         from hosting.database import open_database
 
         with database_errors("demo"):
             settings = load_settings()
-            with open_database(settings) as database:
+            with open_database(settings, create=True) as database:
+                _say_if_created(database)
                 _migrate(database.url, settings)
                 asyncio.run(run_demo(database.url, settings, where=database.where))
 
 
 def _development_banner(url: str, settings: Settings, host: str, port: int) -> None:
     """On the embedded server (a development database): where to point a
-    browser and a client, and a fresh key of the default tenant to do it with.
+    browser and a client, and a fresh key of the default tenant to do it with
+    (the one an earlier start printed is revoked: one live development key).
     Never on a server of one's own, whose keys are made with `convo keys`."""
     from hosting.engines import make_async_engine
-    from hosting.keys import create_key
+    from hosting.keys import replace_key
     from store.repository import DEFAULT_TENANT
 
     async def development_key() -> str:
         engine = make_async_engine(url, settings, pool_size=1, max_overflow=0)
         try:
-            _, plaintext = await create_key(engine, DEFAULT_TENANT, "development (convo serve)")
+            _, plaintext = await replace_key(engine, DEFAULT_TENANT, DEVELOPMENT_KEY_NAME)
             return plaintext
         finally:
             await engine.dispose()
@@ -143,7 +181,7 @@ def _development_banner(url: str, settings: Settings, host: str, port: int) -> N
         "[bold]convo-store[/bold] on the embedded PostgreSQL (development)",
         f"  API       {base}",
         f"  docs      {base}/docs   (OpenAPI: {base}/openapi.json)",
-        f"  dev key   {key}   (tenant {DEFAULT_TENANT!r}; revoke: convo keys revoke)",
+        f"  dev key   {key}   (tenant {DEFAULT_TENANT!r}; the next start replaces it)",
         f"  try       curl -H 'Authorization: Bearer {key}' -X POST {base}/conversations"
         " -H 'Content-Type: application/json' -d '{\"id\": \"user-123\"}'",
     ]
@@ -172,14 +210,21 @@ def register_rebuild(app: typer.Typer) -> None:
 
         problem = None if conversation is None else key_problem(conversation)
         if problem is not None:
-            console.print(f"[red]not a conversation id:[/red] {problem}")
-            raise typer.Exit(2)
+            raise fail("rebuild", f"not a conversation id: {problem}", 2)
         target = None if conversation is None else stream_id(tenant, conversation)
 
         async def run(url: str, settings: Settings) -> None:
             storage = await open_storage(url, settings)
             try:
                 total = await storage.count_events(target)
+                if target is not None and total == 0:
+                    # Said here, by the id given: the store would name its
+                    # internal stream id.
+                    raise fail(
+                        "rebuild",
+                        f"conversation {conversation!r} of tenant {tenant!r} does not exist",
+                        2,
+                    )
                 with Progress(
                     "[progress.description]{task.description}",
                     BarColumn(),

@@ -61,10 +61,13 @@ def database_errors(command: str) -> Iterator[None]:
     from hosting.database import StartupError, connection_problem
     from hosting.migrate import MigrationLockTimeout
     from store.domain.errors import StorageFailure
+    from store.postgres.schema_revision import SchemaNotMigrated
 
     try:
         yield
     except (StartupError, MigrationLockTimeout) as error:
+        raise fail(command, str(error)) from None
+    except SchemaNotMigrated as error:
         raise fail(command, str(error)) from None
     except StorageFailure as error:
         raise fail(command, f"the database failed: {error}") from None

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from convo.errors import database_errors, load_settings
+from convo.errors import database_errors, fail, load_settings
 from hosting.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,8 +62,7 @@ def create(
     try:
         key_id, plaintext = _run("create", lambda engine: create_key(engine, tenant, name))
     except ValueError as error:
-        console.print(f"[red]{error}[/red]")
-        raise typer.Exit(2) from None
+        raise fail("keys create", str(error), 2) from None
     console.print(f"[green]created[/green] key {key_id} for tenant {tenant!r} ({name})")
     console.print("[yellow]store it now: this key is not shown again[/yellow]")
     typer.echo(plaintext)
@@ -98,20 +97,33 @@ def list_(
 
 @keys_app.command("revoke")
 def revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id (from `convo keys list`).")],
+    key: Annotated[
+        str,
+        typer.Argument(
+            help="The key's id, the start of it (4+ characters), or the key's first"
+            " characters as `convo keys list` shows them (cs_…)."
+        ),
+    ],
 ) -> None:
     """Revoke a key: requests with it are refused (401) from now on."""
-    from hosting.keys import revoke_key
+    from hosting.keys import AmbiguousKey, KeyNotFound, find_key, key_filter, revoke_key
 
     try:
-        target = uuid.UUID(key_id)
-    except ValueError:
-        console.print(f"[red]not a key id:[/red] {key_id}")
-        raise typer.Exit(2) from None
-    if not _run("revoke", lambda engine: revoke_key(engine, target)):
-        console.print(f"[red]no active key with id[/red] {key_id}")
-        raise typer.Exit(1)
-    console.print(f"[green]revoked[/green] key {key_id}")
+        key_filter(key)
+    except ValueError as error:
+        raise fail("keys revoke", str(error), 2) from None
+
+    async def revoke_it(engine: AsyncEngine) -> tuple[uuid.UUID, bool]:
+        found = await find_key(engine, key)
+        return found.id, await revoke_key(engine, found.id)
+
+    try:
+        key_id, revoked = _run("revoke", revoke_it)
+    except (KeyNotFound, AmbiguousKey) as error:
+        raise fail("keys revoke", str(error), 1) from None
+    if not revoked:
+        raise fail("keys revoke", f"no active key with id {key_id}: it was revoked before", 1)
+    console.print(f"[green]revoked[/green] key {key_id}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

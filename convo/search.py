@@ -12,6 +12,7 @@ from rich.text import Text
 
 from convo.reading import fail, iso_time, json_option, read_with, show_page
 from store.domain.search import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SearchHit, SearchPage
+from store.repository import Repository
 
 
 def search_command(
@@ -74,7 +75,14 @@ def search_command(
         query = search_query(**fields)
     except InvalidOperation as error:
         raise fail(str(error)) from None
-    _show(read_with("search", tenant, lambda store: store.search_messages(query)), as_json)
+
+    async def search(store: Repository) -> SearchPage:
+        if conversation is not None:
+            # A conversation that is not there is an error, not zero hits.
+            await store.get_conversation(conversation)
+        return await store.search_messages(query)
+
+    _show(read_with("search", tenant, search), as_json)
 
 
 def _snippet(hit: SearchHit) -> Text:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 import psycopg
+import psycopg.sql
 from sqlalchemy import make_url
 
 from hosting.engines import create_database_if_missing
@@ -54,11 +55,16 @@ class StartupError(Exception):
     """The command cannot start: the message is one line, for people."""
 
 
+class DatabaseMissing(StartupError):
+    """The server answers, but the database named in the URL does not exist."""
+
+
 @dataclass(frozen=True)
 class Database:
     url: str  # SQLAlchemy URL (postgresql+psycopg://…)
     embedded: bool
     where: str  # for people: the server, or the embedded data directory
+    created: bool = False  # `open_database(create=True)` made it just now
 
 
 def shown_url(url: str) -> str:
@@ -101,6 +107,8 @@ def wait_for_database(url: str, wait_s: float) -> None:
         except psycopg.Error as error:
             problem = connection_problem(error)
         where = f"cannot connect to the database at {shown_url(url)}"
+        if problem.startswith("database ") and problem.endswith("does not exist"):
+            raise DatabaseMissing(f"{where}: {problem}")
         if is_permanent(problem):
             raise StartupError(f"{where}: {problem}")
         if time.monotonic() + pause > deadline:
@@ -133,12 +141,63 @@ def ending_on_termination() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+# Where CREATE DATABASE is sent from: the maintenance databases every
+# server has, the first that lets us in.
+_MAINTENANCE_DATABASES = ("postgres", "template1")
+
+
+def create_database(url: str) -> bool:
+    """CREATE DATABASE for the database `url` names, from a maintenance
+    database of its server, as the URL's role; StartupError (one line)
+    when the role may not. Whether it was created (False: it exists)."""
+    target = make_url(url)
+    name = target.database or ""
+    refused: str | None = None
+    for maintenance in _MAINTENANCE_DATABASES:
+        server = target.set(database=maintenance).render_as_string(hide_password=False)
+        try:
+            with psycopg.connect(libpq_url(server), autocommit=True, connect_timeout=10) as conn:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+                ).fetchone()
+                if exists is not None:
+                    return False
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
+                )
+                return True
+        except psycopg.errors.InsufficientPrivilege:
+            role = target.username or "(the default role)"
+            raise StartupError(
+                f'the database "{name}" does not exist and the role {role} may not create it'
+                f" (no CREATEDB): create it (createdb {name}), or use a role that may"
+            ) from None
+        except psycopg.Error as error:
+            refused = connection_problem(error)
+    raise StartupError(
+        f'the database "{name}" does not exist, and no maintenance database of its server'
+        f" let us in to create it: {refused}"
+    )
+
+
 @contextmanager
-def open_database(settings: Settings) -> Iterator[Database]:
+def open_database(settings: Settings, *, create: bool = False) -> Iterator[Database]:
+    """The database the settings name, waited for; with `create`, one that
+    does not exist on its server is created first (when the role may)."""
     if settings.database_url:
-        wait_for_database(settings.database_url, settings.db_wait_s)
+        created = False
+        try:
+            wait_for_database(settings.database_url, settings.db_wait_s)
+        except DatabaseMissing:
+            if not create:
+                raise
+            created = create_database(settings.database_url)
+            wait_for_database(settings.database_url, settings.db_wait_s)
         yield Database(
-            url=settings.database_url, embedded=False, where=shown_url(settings.database_url)
+            url=settings.database_url,
+            embedded=False,
+            where=shown_url(settings.database_url),
+            created=created,
         )
         return
     from hosting.embedded import start_embedded

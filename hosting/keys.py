@@ -48,6 +48,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    cast,
     func,
     select,
     text,
@@ -146,6 +147,95 @@ async def list_keys(engine: AsyncEngine, tenant: str | None = None) -> list[ApiK
     async with engine.connect() as conn:
         rows = await conn.execute(query)
         return [ApiKey.model_validate(row._asdict()) for row in rows]
+
+
+async def replace_key(engine: AsyncEngine, tenant: str, name: str) -> tuple[uuid.UUID, str]:
+    """A new key for `tenant` named `name`, every live key of that tenant and
+    name revoked in the same transaction: the one key a development server
+    prints each time it starts, never a pile of live ones."""
+    key_id, plaintext = uuid.uuid4(), new_key()
+    async with engine.begin() as conn:
+        replaced = await conn.execute(
+            update(api_keys)
+            .where(
+                api_keys.c.tenant == tenant,
+                api_keys.c.name == name,
+                api_keys.c.revoked_at.is_(None),
+            )
+            .values(revoked_at=func.now())
+            .returning(api_keys.c.id)
+        )
+        for (old,) in replaced:
+            await conn.execute(select(func.pg_notify(KEYS_CHANNEL, str(old))))
+        await conn.execute(
+            api_keys.insert().values(
+                id=key_id,
+                tenant=tenant,
+                name=name,
+                key_hash=hash_key(plaintext),
+                key_start=plaintext[: len(KEY_PREFIX) + SHOWN_CHARS],
+            )
+        )
+    return key_id, plaintext
+
+
+# A start of an id shorter than this fits too many keys to mean one.
+MIN_ID_START = 4
+
+
+class KeyNotFound(LookupError):
+    """No key is known by what was given."""
+
+
+class AmbiguousKey(LookupError):
+    """What was given is the start of more than one key."""
+
+
+def key_filter(given: str) -> Any:
+    """The keys `given` names: an id, the start of an id, or the start of a
+    key (what `convo keys list` shows of it). ValueError when it is none of
+    those."""
+    given = given.strip().rstrip("…")
+    try:
+        return api_keys.c.id == uuid.UUID(given)
+    except ValueError:
+        pass
+    if given.startswith(KEY_PREFIX) and len(given) > len(KEY_PREFIX):
+        return func.starts_with(api_keys.c.key_start, given[: len(KEY_PREFIX) + SHOWN_CHARS])
+    start = given.lower()
+    if len(start.replace("-", "")) >= MIN_ID_START and all(c in "0123456789abcdef-" for c in start):
+        return func.starts_with(cast(api_keys.c.id, Text), start)
+    raise ValueError(
+        f"not a key id: {given} (give the id, at least its first {MIN_ID_START} characters,"
+        f" or the key's first characters as `convo keys list` shows them, {KEY_PREFIX}…)"
+    )
+
+
+async def find_key(engine: AsyncEngine, given: str) -> ApiKey:
+    """The one key `given` names (see `key_filter`): among live keys first,
+    so a start shared with revoked keys still names the live one.
+    KeyNotFound, AmbiguousKey, or ValueError for what names no key at all."""
+    condition = key_filter(given)
+    query = select(
+        api_keys.c.id,
+        api_keys.c.tenant,
+        api_keys.c.name,
+        api_keys.c.key_start,
+        api_keys.c.created_at,
+        api_keys.c.revoked_at,
+    ).where(condition)
+    async with engine.connect() as conn:
+        found = [ApiKey.model_validate(row._asdict()) for row in await conn.execute(query)]
+    live = [key for key in found if key.active]
+    candidates = live or found
+    if not candidates:
+        raise KeyNotFound(f"no key is {given!r}")
+    if len(candidates) > 1:
+        names = ", ".join(f"{key.id} ({key.tenant}, {key.name})" for key in candidates[:5])
+        raise AmbiguousKey(
+            f"{given!r} is the start of {len(candidates)} keys: {names}; give more of it"
+        )
+    return candidates[0]
 
 
 async def revoke_key(engine: AsyncEngine, key_id: uuid.UUID) -> bool:

@@ -32,9 +32,12 @@ says which), an append after an append of this process one
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
 
 import psycopg
 
@@ -47,6 +50,7 @@ from store.postgres.optimistic import OptimisticSession, RememberedHeads
 from store.postgres.pooled import DEFAULT_OPTIONS, Pool, by_hand, errors_translated, open_pool
 from store.postgres.reads import ConversationReads
 from store.postgres.rebuild import Rebuilding
+from store.postgres.schema_revision import check_schema
 from store.postgres.search import MessageSearch
 from store.postgres.write_session import WriteSession
 from store.repository.port import NO_LOOKUPS, Lookups, StaleHead
@@ -71,41 +75,114 @@ class PostgresStorage(
     CompactionQueries,
     Rebuilding,
 ):
-    """The storage port on PostgreSQL. Open it with `connect`, close it with `close`."""
+    """The storage port on PostgreSQL.
+
+    `async with PostgresStorage.connect(url) as storage:` closes it at the
+    end of the block; `storage = await PostgresStorage.connect(url)` leaves
+    closing it (`await storage.close()`) to the caller. One left open is
+    closed when its event loop shuts down (`_close_at_loop_shutdown`).
+    """
 
     def __init__(self, pool: Pool, *, writers: int = WRITERS) -> None:
         self.pool = pool
         self._feed_signal = FeedSignal(pool)
         self._group_commit = GroupCommit(pool, writers=writers)
         self._remembered = RememberedHeads()
+        self._closing: asyncio.Task[None] | None = None
+        self._guard: asyncio.Task[None] | None = None
 
     @classmethod
-    async def connect(
+    def connect(
         cls,
         url: str,
         *,
         options: str = DEFAULT_OPTIONS,
         min_size: int = 1,
         max_size: int = 10,
-        timeout: float = 5.0,  # noqa: ASYNC109 - the pool's wait, not this call's
+        timeout: float = 5.0,
         writers: int = WRITERS,
-    ) -> PostgresStorage:
-        """A storage with its own connection pool on the database at `url`.
+        check_schema: bool = True,
+    ) -> Connecting:
+        """A storage with its own connection pool on the database at `url`:
+        `await` it, or `async with` it to have it closed at the block's end.
 
         `timeout` is how long a caller waits for a free connection before
         `StorageUnavailable`; `max_size` bounds the connections it opens;
         `writers` how many statements of optimistic appends are in flight
-        at once (`store.postgres.group_commit`).
+        at once (`store.postgres.group_commit`). With `check_schema` (the
+        default), a database whose schema is missing or older than this
+        code is refused at once with `SchemaNotMigrated` (one query).
         """
-        pool = await open_pool(
-            url, options=options, min_size=min_size, max_size=max_size, timeout=timeout
+
+        async def opened() -> PostgresStorage:
+            pool = await open_pool(
+                url, options=options, min_size=min_size, max_size=max_size, timeout=timeout
+            )
+            storage = cls(pool, writers=writers)
+            try:
+                if check_schema:
+                    await check_schema_of(storage)
+            except BaseException:
+                await storage.close()
+                raise
+            storage._close_at_loop_shutdown()
+            return storage
+
+        return Connecting(opened())
+
+    def _close_at_loop_shutdown(self) -> None:
+        """Close this storage when its event loop shuts down, if nobody did.
+
+        `asyncio.run` ends by cancelling every task still running and
+        waiting for them. psycopg_pool's workers take a cancellation that
+        arrives while they open a connection as a failed attempt and go on
+        (the pool is meant to outlive its callers' cancellations), so a
+        program that raised before closing its storage could wait for
+        them forever. This task is cancelled with them and closes the pool,
+        which tells those workers to stop: the program ends at once.
+        """
+        self._guard = asyncio.get_running_loop().create_task(
+            self._wait_for_loop_shutdown(), name="convo-store: close at loop shutdown"
         )
-        return cls(pool, writers=writers)
+
+    async def _wait_for_loop_shutdown(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if self._closing is None:
+                # Briefly: nothing is in flight any more that needs waiting for.
+                await self._close(pool_timeout=1.0)
+            raise
 
     async def close(self) -> None:
-        await self._group_commit.close()
-        await self._feed_signal.close()
-        await self.pool.close()
+        """Close the pool (idempotent): appends in flight are waited for."""
+        guard, self._guard = self._guard, None
+        if guard is not None and guard is not asyncio.current_task() and not guard.done():
+            guard.cancel()
+        await self._close()
+
+    async def _close(self, pool_timeout: float = 5.0) -> None:
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close_once(pool_timeout))
+        await asyncio.shield(self._closing)
+
+    async def _close_once(self, pool_timeout: float) -> None:
+        try:
+            await self._group_commit.close()
+            await self._feed_signal.close()
+        finally:
+            await self.pool.close(timeout=pool_timeout)
+
+    async def __aenter__(self) -> PostgresStorage:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     async def ping(self) -> None:
         """One trivial query: does the database answer? (`/ready`)"""
@@ -166,4 +243,37 @@ class PostgresStorage(
         self._remembered.after_write(conversation_id, session, remembered)
 
 
-__all__ = ["AUTOVACUUM_OFF", "DEFAULT_OPTIONS", "PostgresStorage"]
+class Connecting:
+    """What `PostgresStorage.connect` returns: awaited, the open storage;
+    used with `async with`, the storage, closed when the block ends."""
+
+    __slots__ = ("_opening", "_storage")
+
+    def __init__(self, opening: Any) -> None:
+        self._opening = opening
+        self._storage: PostgresStorage | None = None
+
+    def __await__(self) -> Generator[Any, None, PostgresStorage]:
+        storage: PostgresStorage = yield from self._opening.__await__()
+        return storage
+
+    async def __aenter__(self) -> PostgresStorage:
+        self._storage = await self._opening
+        return self._storage
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._storage is not None:
+            await self._storage.close()
+
+
+async def check_schema_of(storage: PostgresStorage) -> None:
+    async with storage._connection() as conn:
+        await check_schema(conn)
+
+
+__all__ = ["AUTOVACUUM_OFF", "DEFAULT_OPTIONS", "Connecting", "PostgresStorage"]

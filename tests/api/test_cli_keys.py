@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg
 from typer.testing import CliRunner
 
 from convo import app
 from hosting.keys import KEY_PREFIX
+from hosting.settings import libpq_url
 
 
 def _convo(database_url: str, *args: str) -> tuple[int, str, str]:
@@ -72,3 +74,69 @@ def _is_uuid(word: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_revoke_by_what_the_listing_shows(database_url: str) -> None:
+    _, key, _ = _convo(database_url, "create", "--tenant", "acme", "--name", "laptop")
+    code, _, err = _convo(database_url, "revoke", key.strip()[:11] + "…")
+    assert code == 0, err
+    assert "revoked key" in err
+    _, listing, _ = _convo(database_url, "list")
+    assert "revoked" in listing
+
+
+def test_revoke_by_the_start_of_the_id(database_url: str) -> None:
+    _convo(database_url, "create", "--tenant", "acme", "--name", "laptop")
+    _, listing, _ = _convo(database_url, "list")
+    key_id = next(word for line in listing.splitlines() for word in line.split() if _is_uuid(word))
+    code, _, err = _convo(database_url, "revoke", key_id[:8])
+    assert code == 0, err
+    assert f"revoked key {key_id}" in err
+
+
+def test_an_ambiguous_start_is_refused_naming_the_keys(database_url: str) -> None:
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        for n, name in ((1, "laptop"), (2, "runner")):
+            conn.execute(
+                "INSERT INTO api_keys (id, tenant, name, key_hash, key_start)"
+                " VALUES (%s, 'acme', %s, %s, %s)",
+                (f"3f0c0000-0000-4000-8000-00000000000{n}", name, f"hash{n}", f"cs_abcdefg{n}"),
+            )
+    code, _, err = _convo(database_url, "revoke", "3f0c")
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1
+    assert "'3f0c' is the start of 2 keys" in err
+    assert "(acme, laptop)" in err
+    assert "(acme, runner)" in err
+    code, _, err = _convo(database_url, "revoke", "3f0c0000-0000-4000-8000-000000000002")
+    assert code == 0, err
+    # Now the start names one live key.
+    code, _, err = _convo(database_url, "revoke", "3f0c")
+    assert code == 0, err
+    assert "revoked key 3f0c0000-0000-4000-8000-000000000001" in err
+
+
+def test_a_start_too_short_or_unknown_is_one_line(database_url: str) -> None:
+    code, _, err = _convo(database_url, "revoke", "3f0")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "at least its first 4 characters" in err
+    code, _, err = _convo(database_url, "revoke", "cs_nosuchkey")
+    assert code == 1
+    assert err.strip() == "convo keys revoke: no key is 'cs_nosuchkey'"
+
+
+async def test_the_development_key_replaces_the_last_one(database_url: str) -> None:
+    from convo.database import DEVELOPMENT_KEY_NAME
+    from hosting.engines import make_async_engine
+    from hosting.keys import list_keys, replace_key
+    from hosting.settings import Settings
+
+    engine = make_async_engine(database_url, Settings.from_env(), pool_size=1, max_overflow=0)
+    try:
+        first, _ = await replace_key(engine, "default", DEVELOPMENT_KEY_NAME)
+        second, _ = await replace_key(engine, "default", DEVELOPMENT_KEY_NAME)
+        keys = {key.id: key.active for key in await list_keys(engine, "default")}
+    finally:
+        await engine.dispose()
+    assert keys == {first: False, second: True}

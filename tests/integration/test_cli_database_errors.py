@@ -8,14 +8,17 @@ nothing listening at all.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
+import psycopg
 import pytest
 from sqlalchemy import make_url
 from typer.testing import CliRunner
 
 from convo import app
 from hosting.database import connection_problem, is_permanent
+from hosting.settings import libpq_url
 
 SOME_ID = str(uuid.UUID(int=7))
 COMMANDS = [
@@ -32,8 +35,20 @@ COMMANDS = [
 REFUSED = "postgresql://convo:s3cret@127.0.0.1:1/convo"
 
 
+# `migrate`, `serve` and `demo` create a missing database when the role may:
+# the missing database is asked for as a role that may not.
+NO_CREATEDB = "convo_test_no_createdb"
+
+
 def _missing_database(server: str) -> str:
-    return make_url(server).set(database="convo_no_such_database").render_as_string(False)
+    with psycopg.connect(libpq_url(server), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (NO_CREATEDB,)).fetchone():
+            pass
+        else:
+            with contextlib.suppress(psycopg.errors.DuplicateObject):
+                conn.execute(f"CREATE ROLE {NO_CREATEDB} LOGIN NOCREATEDB")
+    url = make_url(server).set(database="convo_no_such_database", username=NO_CREATEDB)
+    return url.render_as_string(False)
 
 
 # "missing" asks the test server (tests/conftest.py marks only the tests that
@@ -66,6 +81,23 @@ def test_a_database_problem_is_one_line_and_exit_1(
     assert "Traceback" not in result.output
     assert "s3cret" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["demo"]], ids=lambda c: c[0])
+def test_a_missing_database_is_created_when_the_role_may(
+    command: list[str], database_server: str
+) -> None:
+    name = f"convo_test_created_{uuid.uuid4().hex[:8]}"
+    url = make_url(database_server).set(database=name).render_as_string(False)
+    try:
+        result = CliRunner().invoke(app, command, env={"DATABASE_URL": url})
+        assert result.exit_code == 0, result.output
+        assert "created the database" in result.stderr
+        with psycopg.connect(libpq_url(url)) as conn:
+            assert conn.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
+    finally:
+        with psycopg.connect(libpq_url(database_server), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_waiting_gives_up_after_the_configured_time() -> None:
