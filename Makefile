@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml constraints.txt $(if $(STALE_VENV),FORCE)
 	@$(if $(STALE_VENV),echo "$(STALE_VENV)" && rm -rf $(VENV),true)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "convo-store needs Python 3.11+ (set PYTHON=python3.11)"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,openai-agents,langchain,langgraph]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,embedded,server,client,openai-agents,langchain,langgraph]'
 	@touch $(STAMP)
 
 demo: install
@@ -62,16 +62,18 @@ test: install $(ADK_STAMP)
 $(ADK_STAMP): pyproject.toml constraints.txt constraints-google-adk.txt
 	@test -x $(ADK_BIN)/python || $(PYTHON) -m venv $(ADK_VENV)
 	@$(ADK_BIN)/python -c 'import re, sys; name = lambda l: re.sub(r"[-_.]+", "-", l.split("==")[0].strip()).lower(); over = {name(l) for l in open(sys.argv[1]) if "==" in l and not l.startswith("#")}; sys.stdout.writelines(l for l in open(sys.argv[2]) if name(l) not in over)' constraints-google-adk.txt constraints.txt > $(ADK_VENV)/constraints.txt
-	$(ADK_BIN)/python -m pip install --quiet --disable-pip-version-check -c $(ADK_VENV)/constraints.txt -c constraints-google-adk.txt -e '.[google-adk]' pytest pytest-asyncio hypothesis
+	$(ADK_BIN)/python -m pip install --quiet --disable-pip-version-check -c $(ADK_VENV)/constraints.txt -c constraints-google-adk.txt -e '.[google-adk,embedded,server,client]' pytest pytest-asyncio hypothesis
 	@touch $@
 
 test-adk: $(ADK_STAMP)
 	$(ADK_BIN)/pytest $(ADK_TESTS)
 
 # The fast layer: no database (nothing marked integration, which every test
-# that takes a database fixture is: tests/conftest.py) and nothing marked slow.
-test-unit: install
+# that takes a database fixture is: tests/conftest.py) and nothing marked slow,
+# the ADK adapter's included (in its own virtualenv).
+test-unit: install $(ADK_STAMP)
 	$(BIN)/pytest -m "not integration and not slow"
+	$(ADK_BIN)/pytest -m "not integration and not slow" $(ADK_TESTS)
 
 lint: install
 	$(BIN)/ruff check .

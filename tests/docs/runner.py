@@ -111,6 +111,11 @@ class DocRun:
         self._state = workdir / "shell-state.sh"
         self._shims = workdir / "bin"
         self._shims.mkdir(parents=True, exist_ok=True)
+        # Blocks run in this scratch folder, where a reader's checkout has its
+        # virtualenv: `.venv/bin/convo` as the README writes it.
+        venv = workdir / ".venv"
+        if not venv.exists():
+            venv.symlink_to(ROOT / ".venv")
         real_curl = shutil.which("curl") or "/usr/bin/curl"
         shim = self._shims / "curl"
         shim.write_text(f'#!/bin/sh\nexec {real_curl} --fail-with-body "$@"\n')
@@ -184,7 +189,9 @@ class DocRun:
             code = DOCS_ADDRESS.sub(f"127.0.0.1:{self._port}", code)
         done = subprocess.run(
             ["bash", "-c", _PROLOGUE + code],
-            cwd=ROOT,
+            # The file's own scratch folder: what a block writes (an export,
+            # a dump) never lands in the checkout.
+            cwd=self._workdir,
             env=self.env,
             capture_output=True,
             text=True,
