@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 import orjson
@@ -45,12 +46,13 @@ import psycopg
 from bench.harness import (
     open_repository,
     quick_mode,
+    rates_taking_turns,
     raw_async_connection,
     raw_sync_connection,
-    run_and_record,
+    run_and_show,
     vacuum,
 )
-from bench.report import comparison, print_comparisons
+from bench.report import comparison
 from bench.workload import Script, as_messages
 from hosting.settings import Settings
 from store.domain.feed import parse_checkpoint
@@ -66,6 +68,7 @@ FEED_REPEATS = 3 if QUICK else 5
 PAGE = 1000
 NOTIFY_WRITERS = 8
 NOTIFY_PER_WRITER = 150 if QUICK else 500
+NOTIFY_ROUNDS = 3  # after a first round that warms caches
 TENANT = "bench"
 
 GOAL_EXPORT = 0.5  # the store's messages/s at least half raw psycopg's
@@ -229,15 +232,21 @@ async def feed(repository: Repository, url: str, settings: Settings) -> dict[str
                 return count
             pos, tx = rows[-1][0], rows[-1][6]
 
+    events = 0
+
+    def rate_of(read: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[float]]:
+        async def rate() -> float:
+            nonlocal events
+            started = time.perf_counter()
+            events = await read()
+            return events / (time.perf_counter() - started)
+
+        return rate
+
     try:
-        rates: dict[str, list[float]] = {"store": [], "raw": []}
-        events = 0
-        for i in range(FEED_REPEATS + 1):
-            for name, read in (("store", store_read), ("raw", raw_read))[:: 1 if i % 2 else -1]:
-                started = time.perf_counter()
-                events = await read()
-                if i:  # the first round warms caches
-                    rates[name].append(events / (time.perf_counter() - started))
+        rates = await rates_taking_turns(
+            {"store": rate_of(store_read), "raw": rate_of(raw_read)}, FEED_REPEATS
+        )
     finally:
         await conn.close()
     return {
@@ -274,14 +283,10 @@ async def notify_cost(url: str, settings: Settings) -> dict[str, Any]:
         return NOTIFY_WRITERS * NOTIFY_PER_WRITER / (time.perf_counter() - started)
 
     try:
-        rates: dict[str, list[float]] = {"plain": [], "notify": []}
-        for i in range(4):
-            for name, statement in (("plain", PLAIN_INSERT), ("notify", NOTIFY_INSERT))[
-                :: 1 if i % 2 else -1
-            ]:
-                rate = await writers(statement)
-                if i:
-                    rates[name].append(rate)
+        rates = await rates_taking_turns(
+            {"plain": lambda: writers(PLAIN_INSERT), "notify": lambda: writers(NOTIFY_INSERT)},
+            NOTIFY_ROUNDS,
+        )
     finally:
         for c in conns:
             await c.close()
@@ -350,10 +355,12 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    figures = run_and_record("export_feed", run, comparisons, notes=__doc__ or "")
-    print_comparisons(
-        f"export and feed vs raw psycopg ({'quick' if QUICK else 'full'} run)",
-        figures["comparisons"],
+    run_and_show(
+        "export_feed",
+        run,
+        comparisons,
+        title="export and feed vs raw psycopg",
+        notes=__doc__ or "",
     )
 
 
