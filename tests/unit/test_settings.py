@@ -45,12 +45,6 @@ def test_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert "-c idle_in_transaction_session_timeout=60000" in options
 
 
-def test_a_bad_timeout_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONVO_LOCK_TIMEOUT_MS", "soon")
-    with pytest.raises(ValueError, match="CONVO_LOCK_TIMEOUT_MS"):
-        Settings.from_env()
-
-
 def test_append_statements_in_flight_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -60,12 +54,20 @@ def test_append_statements_in_flight_come_from_the_environment(
     assert Settings.from_env().write_statements == 3
 
 
-@pytest.mark.parametrize("bad", ["0", "17", "two"])
-def test_a_bad_number_of_append_statements_names_the_variable(
-    monkeypatch: pytest.MonkeyPatch, bad: str
+@pytest.mark.parametrize(
+    ("variable", "bad"),
+    [
+        ("CONVO_LOCK_TIMEOUT_MS", "soon"),
+        ("CONVO_WRITE_STATEMENTS", "0"),
+        ("CONVO_WRITE_STATEMENTS", "17"),
+        ("CONVO_WRITE_STATEMENTS", "two"),
+    ],
+)
+def test_a_bad_value_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, bad: str
 ) -> None:
-    monkeypatch.setenv("CONVO_WRITE_STATEMENTS", bad)
-    with pytest.raises(ValueError, match="CONVO_WRITE_STATEMENTS"):
+    monkeypatch.setenv(variable, bad)
+    with pytest.raises(ValueError, match=variable):
         Settings.from_env()
 
 
