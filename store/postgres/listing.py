@@ -44,14 +44,13 @@ def page_statement(
         conditions.append("metadata @> %(metadata)s")
     if archived is not None:
         conditions.append(f"archived_at IS {'NOT ' if archived else ''}NULL")
-    if created_from:
-        conditions.append("created_at >= %(created_from)s")
-    if created_to:
-        conditions.append("created_at < %(created_to)s")
-    if updated_from:
-        conditions.append("updated_at >= %(updated_from)s")
-    if updated_to:
-        conditions.append("updated_at < %(updated_to)s")
+    bounds = (
+        (created_from, "created_at >= %(created_from)s"),
+        (created_to, "created_at < %(created_to)s"),
+        (updated_from, "updated_at >= %(updated_from)s"),
+        (updated_to, "updated_at < %(updated_to)s"),
+    )
+    conditions += [condition for given, condition in bounds if given]
     if after:
         conditions.append(
             f"(created_at, id) {'<' if newest else '>'} (%(after_at)s, %(after_id)s::uuid)"
