@@ -44,6 +44,7 @@ import orjson
 import psycopg
 
 from bench.harness import (
+    median_rates,
     open_repository,
     quick_mode,
     rates_taking_turns,
@@ -249,12 +250,7 @@ async def feed(repository: Repository, url: str, settings: Settings) -> dict[str
         )
     finally:
         await conn.close()
-    return {
-        "events": events,
-        "store_events_per_s": statistics.median(rates["store"]),
-        "raw_events_per_s": statistics.median(rates["raw"]),
-        "samples": rates,
-    }
+    return {"events": events, **median_rates(rates, "events_per_s")}
 
 
 # --- what a NOTIFY in the append would cost -----------------------------------------------
@@ -290,12 +286,7 @@ async def notify_cost(url: str, settings: Settings) -> dict[str, Any]:
     finally:
         for c in conns:
             await c.close()
-    return {
-        "writers": NOTIFY_WRITERS,
-        "plain_appends_per_s": statistics.median(rates["plain"]),
-        "notify_appends_per_s": statistics.median(rates["notify"]),
-        "samples": rates,
-    }
+    return {"writers": NOTIFY_WRITERS, **median_rates(rates, "appends_per_s")}
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -319,38 +310,48 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     store, raw = figures["export"]["store"], figures["export"]["raw"]
     fed, notify = figures["feed"], figures["notify"]
     n = f"{store['messages']:,}"
-    return [
-        comparison(
+    # (figure, the store's, the baseline's, unit, the baseline's name, goal, note)
+    rows: list[tuple[str, float, float, str, str, tuple[str, float] | None, str]] = [
+        (
             f"export of {n} messages (messages/s)",
             store["messages_per_s"],
             raw["messages_per_s"],
-            unit="msg/s",
-            baseline_name="psycopg keyset pages + orjson lines",
-            goal=(">=", GOAL_EXPORT),
+            "msg/s",
+            "psycopg keyset pages + orjson lines",
+            (">=", GOAL_EXPORT),
+            "",
         ),
-        comparison(
+        (
             f"export of {n} messages: the process's peak RSS growth",
             store["rss_growth_mb"],
             raw["rss_growth_mb"],
-            unit="MB",
-            baseline_name="the same raw export",
-            note=f"goal: under {GOAL_EXPORT_RSS_MB:g} MB whatever the length (flat)",
+            "MB",
+            "the same raw export",
+            None,
+            f"goal: under {GOAL_EXPORT_RSS_MB:g} MB whatever the length (flat)",
         ),
-        comparison(
+        (
             f"tenant feed read of {fed['events']:,} events (events/s)",
             fed["store_events_per_s"],
             fed["raw_events_per_s"],
-            unit="events/s",
-            baseline_name="psycopg, global feed statement",
-            goal=(">=", GOAL_FEED),
+            "events/s",
+            "psycopg, global feed statement",
+            (">=", GOAL_FEED),
+            "",
         ),
-        comparison(
+        (
             f"{notify['writers']} writers' appends with pg_notify in the statement (info)",
             notify["notify_appends_per_s"],
             notify["plain_appends_per_s"],
-            unit="appends/s",
-            baseline_name="the same INSERT + COMMIT without it",
+            "appends/s",
+            "the same INSERT + COMMIT without it",
+            None,
+            "",
         ),
+    ]
+    return [
+        comparison(figure, ours, theirs, unit=unit, baseline_name=name, goal=goal, note=note)
+        for figure, ours, theirs, unit, name, goal, note in rows
     ]
 
 

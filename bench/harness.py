@@ -178,6 +178,14 @@ async def rates_taking_turns(
     return rates
 
 
+def median_rates(rates: dict[str, list[float]], unit: str) -> dict[str, Any]:
+    """Each side's median rate, as `<side>_<unit>`, and every sample."""
+    return {
+        **{f"{side}_{unit}": statistics.median(samples) for side, samples in rates.items()},
+        "samples": rates,
+    }
+
+
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
