@@ -120,6 +120,27 @@ async def new_conversation(client: httpx.AsyncClient, **body: Any) -> str:
     return str(response.json()["id"])
 
 
+async def run_batch_operation(
+    client: httpx.AsyncClient, cid: str, **operation: Any
+) -> httpx.Response:
+    """`POST /conversations/{cid}/batches` with `operation` as the body."""
+    return await client.post(f"/conversations/{cid}/batches", json=operation)
+
+
+async def summarise(
+    client: httpx.AsyncClient, cid: str, boundary_seq: int, summary: str
+) -> httpx.Response:
+    """A compaction by hand: a new batch from `boundary_seq` on, led by a
+    user message `summary`."""
+    return await run_batch_operation(
+        client,
+        cid,
+        operation="start_batch",
+        boundary_seq=boundary_seq,
+        summary={"role": "user", "content": summary},
+    )
+
+
 TOOL_TURN: list[dict[str, Any]] = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "list the files"},
