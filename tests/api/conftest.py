@@ -154,6 +154,12 @@ TOOL_TURN: list[dict[str, Any]] = [
 ]
 
 
+def assert_refused(response: httpx.Response, problem: str) -> None:
+    """A 422 whose detail names `problem` (a field, or what was wrong)."""
+    assert response.status_code == 422, response.text
+    assert problem in response.json()["detail"]
+
+
 def brief(response: httpx.Response) -> dict[str, str]:
     """An error response's problem type and detail, after checking that it
     is RFC 9457 problem details answered with its own status."""
