@@ -9,10 +9,30 @@ from __future__ import annotations
 
 import typer
 
-from convo import assemble, compact, conversations, database, export, keys, search, tail
+from convo import (
+    assemble,
+    compact,
+    conversations,
+    database,
+    export,
+    keys,
+    search,
+    tail,
+    xml_tools,
+)
 
 # In the order `convo --help` lists them.
-COMMAND_MODULES = (database, assemble, keys, compact, export, tail, conversations, search)
+COMMAND_MODULES = (
+    database,
+    assemble,
+    xml_tools,
+    keys,
+    compact,
+    export,
+    tail,
+    conversations,
+    search,
+)
 
 app = typer.Typer(
     name="convo",

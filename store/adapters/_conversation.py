@@ -32,7 +32,7 @@ from store.domain.errors import (
 )
 from store.domain.messages import Message, StoredMessage, ToolCall
 from store.domain.values import Appended
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 ADAPTER_KEY = "convo_adapter"
 """The metadata key under which an adapter keeps what the store has no field for."""
@@ -79,7 +79,7 @@ def _with_meta(message: Message, **fields: Any) -> Message:
 class Conversation:
     """One framework session's conversation in a repository."""
 
-    def __init__(self, repository: Repository, session_id: str) -> None:
+    def __init__(self, repository: ConversationRepository, session_id: str) -> None:
         self.repository = repository
         self.session_id = session_id
         # A framework's session id is the conversation's id (unique per
@@ -337,7 +337,7 @@ def _tail_start(window: Sequence[Message], index: int) -> int:
     return start
 
 
-async def live_key(repository: Repository, base: str) -> tuple[str, bool]:
+async def live_key(repository: ConversationRepository, base: str) -> tuple[str, bool]:
     """The conversation the framework's id `base` names now: the first of
     `base`, `base~2`, ... that was not deleted (a deleted conversation's id
     stays a tombstone); and whether it exists."""

@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from store.adapters._conversation import Conversation
 from store.adapters._graph_log import Record, ThreadLog, lane
 from store.adapters.langchain import _orphan, from_langchain, to_langchain
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 # (message, its seq, its LangChain id when it was stored)
 Entry = tuple[BaseMessage, int, str | None]
@@ -93,7 +93,7 @@ class Thread:
     """One thread as this saver knows it: its conversation, its log, and
     the messages of the checkpoints it read or wrote."""
 
-    def __init__(self, repository: Repository, thread_id: str, key: str) -> None:
+    def __init__(self, repository: ConversationRepository, thread_id: str, key: str) -> None:
         self.repository = repository
         self.thread_id = thread_id
         self.key = key

@@ -54,7 +54,7 @@ from store.domain.errors import (
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
 from store.domain.listing import ConversationQuery
 from store.domain.messages import Message, StoredMessage, TextPart, ToolCall
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 __all__ = ["ConvoSessionService", "event_to_message", "message_to_event"]
 
@@ -220,7 +220,7 @@ class ConvoSessionService(BaseSessionService):
     `repository`: any `store.repository.Repository`; the service talks to
     nothing else."""
 
-    def __init__(self, repository: Repository) -> None:
+    def __init__(self, repository: ConversationRepository) -> None:
         self.repository = repository
         self._conversations: OrderedDict[str, Conversation] = OrderedDict()
 

@@ -85,7 +85,7 @@ from store.domain.errors import (
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
 from store.domain.listing import ConversationQuery
 from store.domain.records import StreamState
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 __all__ = ["ConvoSaver"]
 
@@ -108,7 +108,7 @@ class ConvoSaver(SyncCheckpointSaver):
 
     def __init__(
         self,
-        repository: Repository,
+        repository: ConversationRepository,
         *,
         serde: SerializerProtocol | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
