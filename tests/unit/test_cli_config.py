@@ -17,7 +17,7 @@ def test_version() -> None:
     assert result.stdout.startswith("convo-store ")
 
 
-def config_shown(monkeypatch: pytest.MonkeyPatch, **environment: str) -> str:
+def config_shown(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]) -> str:
     """What `convo config` prints, wide enough for every row, with `environment` set."""
     for variable, value in environment.items():
         monkeypatch.setenv(variable, value)
@@ -31,8 +31,10 @@ def test_config_lists_every_setting_and_hides_the_password(
 ) -> None:
     shown = config_shown(
         monkeypatch,
-        DATABASE_URL="postgresql://convo:s3cret@db.example/convo",
-        CONVO_LOCK_TIMEOUT_MS="1234",
+        {
+            "DATABASE_URL": "postgresql://convo:s3cret@db.example/convo",
+            "CONVO_LOCK_TIMEOUT_MS": "1234",
+        },
     )
     for variable, _, _ in VARIABLES:
         assert variable in shown
@@ -55,7 +57,9 @@ def test_config_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_config_prints_the_effective_values_of_the_new_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    shown = config_shown(monkeypatch, CONVO_POOL_SIZE="25", CONVO_CORS_ORIGINS="https://a.example")
+    shown = config_shown(
+        monkeypatch, {"CONVO_POOL_SIZE": "25", "CONVO_CORS_ORIGINS": "https://a.example"}
+    )
     row = next(line for line in shown.splitlines() if "CONVO_POOL_SIZE" in line)
     assert "25" in row
     assert "https://a.example" in shown

@@ -15,6 +15,13 @@ from store.postgres import PostgresStorage
 from store.postgres.group_commit import WRITERS
 
 
+def settings_from(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]) -> Settings:
+    """The settings read with `environment` set."""
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    return Settings.from_env()
+
+
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
@@ -35,9 +42,9 @@ def test_other_urls_are_refused_with_a_clear_error(bad: str) -> None:
 
 
 def test_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/db")
-    monkeypatch.setenv("CONVO_STATEMENT_TIMEOUT_MS", "1234")
-    settings = Settings.from_env()
+    settings = settings_from(
+        monkeypatch, {"DATABASE_URL": "postgresql://u@h/db", "CONVO_STATEMENT_TIMEOUT_MS": "1234"}
+    )
     assert settings.database_url == "postgresql+psycopg://u@h/db"
     options = settings.connection_options()
     assert "-c statement_timeout=1234" in options
@@ -125,13 +132,17 @@ def test_a_bad_database_url_is_named_without_its_password(
 def test_the_pool_the_key_cache_cors_and_gzip_are_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("CONVO_POOL_SIZE", "25")
-    monkeypatch.setenv("CONVO_POOL_WAIT_S", "2.5")
-    monkeypatch.setenv("CONVO_KEY_CACHE_S", "0")
-    monkeypatch.setenv("CONVO_CORS_ORIGINS", "https://a.example, https://b.example")
-    monkeypatch.setenv("CONVO_GZIP_MIN_BYTES", "100")
-    monkeypatch.setenv("CONVO_LOG_LEVEL", "debug")
-    settings = Settings.from_env()
+    settings = settings_from(
+        monkeypatch,
+        {
+            "CONVO_POOL_SIZE": "25",
+            "CONVO_POOL_WAIT_S": "2.5",
+            "CONVO_KEY_CACHE_S": "0",
+            "CONVO_CORS_ORIGINS": "https://a.example, https://b.example",
+            "CONVO_GZIP_MIN_BYTES": "100",
+            "CONVO_LOG_LEVEL": "debug",
+        },
+    )
     assert (settings.pool_size, settings.pool_wait_s, settings.key_cache_s) == (25, 2.5, 0)
     assert settings.cors_origins == ("https://a.example", "https://b.example")
     assert settings.gzip_min_bytes == 100
@@ -139,9 +150,7 @@ def test_the_pool_the_key_cache_cors_and_gzip_are_settings(
 
 
 def test_empty_variables_mean_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONVO_POOL_SIZE", "")
-    monkeypatch.setenv("DATABASE_URL", "")
-    settings = Settings.from_env()
+    settings = settings_from(monkeypatch, {"CONVO_POOL_SIZE": "", "DATABASE_URL": ""})
     assert settings.pool_size == 10
     assert settings.database_url is None
 
@@ -169,10 +178,14 @@ async def test_the_pool_settings_reach_the_storages_pool(monkeypatch: pytest.Mon
 def test_the_summarizer_settings_come_from_the_environment_and_hide_the_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("CONVO_SUMMARIZER_URL", "http://127.0.0.1:11434/v1")
-    monkeypatch.setenv("CONVO_SUMMARIZER_MODEL", "llama3.1")
-    monkeypatch.setenv("CONVO_SUMMARIZER_API_KEY", "sk-very-secret")
-    settings = Settings.from_env()
+    settings = settings_from(
+        monkeypatch,
+        {
+            "CONVO_SUMMARIZER_URL": "http://127.0.0.1:11434/v1",
+            "CONVO_SUMMARIZER_MODEL": "llama3.1",
+            "CONVO_SUMMARIZER_API_KEY": "sk-very-secret",
+        },
+    )
     assert str(settings.summarizer_url) == "http://127.0.0.1:11434/v1"
     assert settings.summarizer_api_key is not None
     assert settings.summarizer_api_key.get_secret_value() == "sk-very-secret"
