@@ -26,19 +26,19 @@ LIST_COLUMNS = (
 def page_statement(
     *,
     newest: bool,
-    metadata: bool,
-    archived: bool | None,
-    created_from: bool,
-    created_to: bool,
-    updated_from: bool,
-    updated_to: bool,
-    after: bool,
+    metadata: bool = False,
+    archived: bool | None = None,
+    created_from: bool = False,
+    created_to: bool = False,
+    updated_from: bool = False,
+    updated_to: bool = False,
+    after: bool = False,
 ) -> str:
     """A page of a tenant's conversations by (created_at, id), one shape per
-    filter combination. The order and the cursor are one range of the index
-    (tenant, created_at, id); metadata containment can use the GIN index
-    (jsonb_path_ops); updated_at is filtered, not indexed (see
-    `store.domain.listing`)."""
+    filter combination (a filter not named is not applied). The order and
+    the cursor are one range of the index (tenant, created_at, id); metadata
+    containment can use the GIN index (jsonb_path_ops); updated_at is
+    filtered, not indexed (see `store.domain.listing`)."""
     conditions = ["tenant = %(tenant)s", "version > 0", "deleted_at IS NULL"]
     if metadata:
         conditions.append("metadata @> %(metadata)s")
