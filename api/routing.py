@@ -35,7 +35,7 @@ import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from api.errors import BodyRefused
+from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS, BodyRefused
 
 # Where orjson's integers and Python's may differ: past 18 digits.
 _LONG_NUMBER = re.compile(rb"[0-9]{19}")
@@ -74,3 +74,16 @@ class JSONRoute(APIRoute):
             return await handler(JSONRequest(request.scope, request.receive))
 
         return strict
+
+
+def read_route(summary: str, operation_id: str) -> dict[str, Any]:
+    """What a route that reads a conversation declares: its `summary`, the
+    `operation_id` clients are generated with (stable), and the errors a
+    read can answer (`CONVERSATION_ERRORS`)."""
+    return {"summary": summary, "operation_id": operation_id, "responses": CONVERSATION_ERRORS}
+
+
+def write_route(summary: str, operation_id: str) -> dict[str, Any]:
+    """As `read_route`, for a route that writes: the errors a write can
+    answer (`WRITE_ERRORS`)."""
+    return {"summary": summary, "operation_id": operation_id, "responses": WRITE_ERRORS}

@@ -37,20 +37,23 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 import orjson
 import psycopg
 
 from bench.harness import (
+    median_rates,
     open_repository,
     quick_mode,
+    rates_taking_turns,
     raw_async_connection,
     raw_sync_connection,
-    run_and_record,
+    run_and_show,
     vacuum,
 )
-from bench.report import comparison, print_comparisons
+from bench.report import comparison
 from bench.workload import Script, as_messages
 from hosting.settings import Settings
 from store.domain.feed import parse_checkpoint
@@ -66,6 +69,7 @@ FEED_REPEATS = 3 if QUICK else 5
 PAGE = 1000
 NOTIFY_WRITERS = 8
 NOTIFY_PER_WRITER = 150 if QUICK else 500
+NOTIFY_ROUNDS = 3  # after a first round that warms caches
 TENANT = "bench"
 
 GOAL_EXPORT = 0.5  # the store's messages/s at least half raw psycopg's
@@ -229,23 +233,24 @@ async def feed(repository: Repository, url: str, settings: Settings) -> dict[str
                 return count
             pos, tx = rows[-1][0], rows[-1][6]
 
+    events = 0
+
+    def rate_of(read: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[float]]:
+        async def rate() -> float:
+            nonlocal events
+            started = time.perf_counter()
+            events = await read()
+            return events / (time.perf_counter() - started)
+
+        return rate
+
     try:
-        rates: dict[str, list[float]] = {"store": [], "raw": []}
-        events = 0
-        for i in range(FEED_REPEATS + 1):
-            for name, read in (("store", store_read), ("raw", raw_read))[:: 1 if i % 2 else -1]:
-                started = time.perf_counter()
-                events = await read()
-                if i:  # the first round warms caches
-                    rates[name].append(events / (time.perf_counter() - started))
+        rates = await rates_taking_turns(
+            {"store": rate_of(store_read), "raw": rate_of(raw_read)}, FEED_REPEATS
+        )
     finally:
         await conn.close()
-    return {
-        "events": events,
-        "store_events_per_s": statistics.median(rates["store"]),
-        "raw_events_per_s": statistics.median(rates["raw"]),
-        "samples": rates,
-    }
+    return {"events": events, **median_rates(rates, "events_per_s")}
 
 
 # --- what a NOTIFY in the append would cost -----------------------------------------------
@@ -274,23 +279,14 @@ async def notify_cost(url: str, settings: Settings) -> dict[str, Any]:
         return NOTIFY_WRITERS * NOTIFY_PER_WRITER / (time.perf_counter() - started)
 
     try:
-        rates: dict[str, list[float]] = {"plain": [], "notify": []}
-        for i in range(4):
-            for name, statement in (("plain", PLAIN_INSERT), ("notify", NOTIFY_INSERT))[
-                :: 1 if i % 2 else -1
-            ]:
-                rate = await writers(statement)
-                if i:
-                    rates[name].append(rate)
+        rates = await rates_taking_turns(
+            {"plain": lambda: writers(PLAIN_INSERT), "notify": lambda: writers(NOTIFY_INSERT)},
+            NOTIFY_ROUNDS,
+        )
     finally:
         for c in conns:
             await c.close()
-    return {
-        "writers": NOTIFY_WRITERS,
-        "plain_appends_per_s": statistics.median(rates["plain"]),
-        "notify_appends_per_s": statistics.median(rates["notify"]),
-        "samples": rates,
-    }
+    return {"writers": NOTIFY_WRITERS, **median_rates(rates, "appends_per_s")}
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -314,46 +310,58 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     store, raw = figures["export"]["store"], figures["export"]["raw"]
     fed, notify = figures["feed"], figures["notify"]
     n = f"{store['messages']:,}"
-    return [
-        comparison(
+    # (figure, the store's, the baseline's, unit, the baseline's name, goal, note)
+    rows: list[tuple[str, float, float, str, str, tuple[str, float] | None, str]] = [
+        (
             f"export of {n} messages (messages/s)",
             store["messages_per_s"],
             raw["messages_per_s"],
-            unit="msg/s",
-            baseline_name="psycopg keyset pages + orjson lines",
-            goal=(">=", GOAL_EXPORT),
+            "msg/s",
+            "psycopg keyset pages + orjson lines",
+            (">=", GOAL_EXPORT),
+            "",
         ),
-        comparison(
+        (
             f"export of {n} messages: the process's peak RSS growth",
             store["rss_growth_mb"],
             raw["rss_growth_mb"],
-            unit="MB",
-            baseline_name="the same raw export",
-            note=f"goal: under {GOAL_EXPORT_RSS_MB:g} MB whatever the length (flat)",
+            "MB",
+            "the same raw export",
+            None,
+            f"goal: under {GOAL_EXPORT_RSS_MB:g} MB whatever the length (flat)",
         ),
-        comparison(
+        (
             f"tenant feed read of {fed['events']:,} events (events/s)",
             fed["store_events_per_s"],
             fed["raw_events_per_s"],
-            unit="events/s",
-            baseline_name="psycopg, global feed statement",
-            goal=(">=", GOAL_FEED),
+            "events/s",
+            "psycopg, global feed statement",
+            (">=", GOAL_FEED),
+            "",
         ),
-        comparison(
+        (
             f"{notify['writers']} writers' appends with pg_notify in the statement (info)",
             notify["notify_appends_per_s"],
             notify["plain_appends_per_s"],
-            unit="appends/s",
-            baseline_name="the same INSERT + COMMIT without it",
+            "appends/s",
+            "the same INSERT + COMMIT without it",
+            None,
+            "",
         ),
+    ]
+    return [
+        comparison(figure, ours, theirs, unit=unit, baseline_name=name, goal=goal, note=note)
+        for figure, ours, theirs, unit, name, goal, note in rows
     ]
 
 
 def main() -> None:
-    figures = run_and_record("export_feed", run, comparisons, notes=__doc__ or "")
-    print_comparisons(
-        f"export and feed vs raw psycopg ({'quick' if QUICK else 'full'} run)",
-        figures["comparisons"],
+    run_and_show(
+        "export_feed",
+        run,
+        comparisons,
+        title="export and feed vs raw psycopg",
+        notes=__doc__ or "",
     )
 
 

@@ -41,7 +41,7 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any, TypedDict
 
@@ -333,58 +333,72 @@ async def google_adk(settings: Settings) -> dict[str, Any]:
 # --- the run ------------------------------------------------------------------------------
 
 
+# Each framework's figures, ours against its own store's: (figure, the figure
+# of one side's results, unit, goal on the ratio or None, note).
+Side = dict[str, Any]
+FrameworkRow = tuple[str, Callable[[Side], float], str, tuple[str, float] | None, str]
+FRAMEWORK_ROWS: tuple[tuple[str, str, tuple[FrameworkRow, ...]], ...] = (
+    (
+        "langgraph",
+        "AsyncPostgresSaver",
+        (
+            (
+                "LangGraph: bytes per message",
+                lambda side: side["bytes_per_message"],
+                "bytes",
+                ("<=", 0.05),
+                "",
+            ),
+            (f"LangGraph: a {TURNS}-turn run", lambda side: side["seconds"], "s", ("<=", 1.0), ""),
+            (
+                "LangGraph: messages lost by 8 concurrent writers",
+                lambda side: side["concurrency"]["lost"],
+                "messages",
+                None,
+                "goal: none lost",
+            ),
+        ),
+    ),
+    (
+        "google_adk",
+        "DatabaseSessionService",
+        (
+            (
+                f"ADK: cold load of {EVENTS} events",
+                lambda side: side["cold_s"] * 1000,
+                "ms",
+                ("<=", 1.0),
+                "",
+            ),
+            (
+                "ADK: appends refused or lost, 8 concurrent writers",
+                lambda side: side["concurrency"]["refused"] + side["concurrency"]["lost"],
+                "events",
+                None,
+                "goal: none",
+            ),
+        ),
+    ),
+)
+
+
 def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    graph = figures.get("langgraph", {})
-    if "ours" in graph and "theirs" in graph:
-        ours, theirs = graph["ours"], graph["theirs"]
-        rows += [
-            comparison(
-                "LangGraph: bytes per message",
-                ours["bytes_per_message"],
-                theirs["bytes_per_message"],
-                unit="bytes",
-                baseline_name="AsyncPostgresSaver",
-                goal=("<=", 0.05),
-            ),
-            comparison(
-                f"LangGraph: a {TURNS}-turn run",
-                ours["seconds"],
-                theirs["seconds"],
-                unit="s",
-                baseline_name="AsyncPostgresSaver",
-                goal=("<=", 1.0),
-            ),
-            comparison(
-                "LangGraph: messages lost by 8 concurrent writers",
-                ours["concurrency"]["lost"],
-                theirs["concurrency"]["lost"],
-                unit="messages",
-                baseline_name="AsyncPostgresSaver",
-                note="goal: none lost",
-            ),
-        ]
-    adk = figures.get("google_adk", {})
-    if "ours" in adk and "theirs" in adk:
-        ours, theirs = adk["ours"], adk["theirs"]
-        rows += [
-            comparison(
-                f"ADK: cold load of {EVENTS} events",
-                ours["cold_s"] * 1000,
-                theirs["cold_s"] * 1000,
-                unit="ms",
-                baseline_name="DatabaseSessionService",
-                goal=("<=", 1.0),
-            ),
-            comparison(
-                "ADK: appends refused or lost, 8 concurrent writers",
-                ours["concurrency"]["refused"] + ours["concurrency"]["lost"],
-                theirs["concurrency"]["refused"] + theirs["concurrency"]["lost"],
-                unit="events",
-                baseline_name="DatabaseSessionService",
-                note="goal: none",
-            ),
-        ]
+    for framework, their_store, compared_rows in FRAMEWORK_ROWS:
+        found = figures.get(framework, {})
+        if "ours" in found and "theirs" in found:
+            rows += [
+                comparison(
+                    figure,
+                    value(found["ours"]),
+                    value(found["theirs"]),
+                    unit=unit,
+                    baseline_name=their_store,
+                    goal=goal,
+                    note=note,
+                )
+                for figure, value, unit, goal, note in compared_rows
+            ]
     return rows
 
 

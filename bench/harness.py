@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import make_url
 
-from bench.report import local_facts
+from bench.report import local_facts, print_comparisons
 from hosting import migrate
 from hosting.bootstrap import open_storage, repository
 from hosting.database import open_database
@@ -162,6 +162,30 @@ async def time_interleaved(
     return samples
 
 
+async def rates_taking_turns(
+    actions: dict[str, Callable[[], Awaitable[float]]], rounds: int
+) -> dict[str, list[float]]:
+    """The rate each action returns, in each of `rounds` rounds after a first
+    one that only warms caches; the actions take turns, their order reversed
+    every round, so drift hits them alike."""
+    rates: dict[str, list[float]] = {name: [] for name in actions}
+    turns = list(actions.items())
+    for i in range(rounds + 1):
+        for name, action in turns[:: 1 if i % 2 else -1]:
+            rate = await action()
+            if i:
+                rates[name].append(rate)
+    return rates
+
+
+def median_rates(rates: dict[str, list[float]], unit: str) -> dict[str, Any]:
+    """Each side's median rate, as `<side>_<unit>`, and every sample."""
+    return {
+        **{f"{side}_{unit}": statistics.median(samples) for side, samples in rates.items()},
+        "samples": rates,
+    }
+
+
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
@@ -282,4 +306,20 @@ def run_and_record(
         machine = machine_facts(url, settings, load_before)
     figures["comparisons"] = comparisons(figures)
     write_results(name, figures, notes=notes, machine=machine)
+    return figures
+
+
+def run_and_show(
+    name: str,
+    run: Callable[[str, Settings], Coroutine[Any, Any, dict[str, Any]]],
+    comparisons: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    *,
+    title: str,
+    notes: str,
+) -> dict[str, Any]:
+    """`run_and_record`, then its comparisons as a table headed `title` and
+    whether the run was quick or full."""
+    figures = run_and_record(name, run, comparisons, notes=notes)
+    mode = "quick" if quick_mode() else "full"
+    print_comparisons(f"{title} ({mode} run)", figures["comparisons"])
     return figures

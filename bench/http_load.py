@@ -79,10 +79,10 @@ from bench.harness import (
     open_repository,
     quick_mode,
     raw_async_connection,
-    run_and_record,
+    run_and_show,
 )
 from bench.http_client import Connection, Pool
-from bench.report import comparison, print_comparisons, print_table
+from bench.report import comparison, print_table
 from bench.workload import Script, as_json, as_messages
 from bench.write_path import Stream, raw_insert, setup_raw_table
 from hosting.engines import make_async_engine
@@ -697,58 +697,64 @@ def _row(operation: str, side: str, load: str, entry: dict[str, Any]) -> dict[st
     }
 
 
+# Each row against its baseline: (what, the HTTP side, the baseline's side,
+# the figure compared, its unit, the baseline's name).
+IN_PROCESS, RAW = "repository in-process", "raw psycopg INSERT+COMMIT"
+COMPARED_ROWS = (
+    ("append", "1 worker (median)", "http_1w", "store", "median_ms", "ms", IN_PROCESS),
+    ("append", "1 worker (median, vs raw)", "http_1w", "raw", "median_ms", "ms", RAW),
+    (
+        "append",
+        "1 worker (share of in-process)",
+        "http_1w",
+        "store",
+        "requests_per_s",
+        "requests/s",
+        IN_PROCESS,
+    ),
+    (
+        "append",
+        "2 workers (share of in-process)",
+        "http_2w",
+        "store",
+        "requests_per_s",
+        "requests/s",
+        IN_PROCESS,
+    ),
+    ("assemble", "1 worker (median)", "http_1w", "store", "median_ms", "ms", IN_PROCESS),
+)
+OPERATION_NAMES = {
+    "append": "HTTP append, {who}",
+    "assemble": "HTTP payload build, 1k messages, {who}",
+}
+
+
 def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     closed = figures["closed_loop"]
     rows = []
     for clients in CONCURRENCY:
         c = str(clients)
         who = f"{clients} client{'s' if clients > 1 else ''}"
-        http = closed["append"]["http_1w"][c]
         rows += [
             comparison(
-                f"HTTP append, {who}, 1 worker (median)",
-                http["median_ms"],
-                closed["append"]["store"][c]["median_ms"],
-                unit="ms",
-                baseline_name="repository in-process",
-            ),
-            comparison(
-                f"HTTP append, {who}, 1 worker (median, vs raw)",
-                http["median_ms"],
-                closed["append"]["raw"][c]["median_ms"],
-                unit="ms",
-                baseline_name="raw psycopg INSERT+COMMIT",
-            ),
-            comparison(
-                f"HTTP append, {who}, 1 worker (share of in-process)",
-                http["requests_per_s"],
-                closed["append"]["store"][c]["requests_per_s"],
-                unit="requests/s",
-                baseline_name="repository in-process",
-            ),
-            comparison(
-                f"HTTP append, {who}, 2 workers (share of in-process)",
-                closed["append"]["http_2w"][c]["requests_per_s"],
-                closed["append"]["store"][c]["requests_per_s"],
-                unit="requests/s",
-                baseline_name="repository in-process",
-            ),
-            comparison(
-                f"HTTP payload build, 1k messages, {who}, 1 worker (median)",
-                closed["assemble"]["http_1w"][c]["median_ms"],
-                closed["assemble"]["store"][c]["median_ms"],
-                unit="ms",
-                baseline_name="repository in-process",
-            ),
+                f"{OPERATION_NAMES[operation].format(who=who)}, {label}",
+                closed[operation][side][c][figure],
+                closed[operation][baseline][c][figure],
+                unit=unit,
+                baseline_name=name,
+            )
+            for operation, label, side, baseline, figure, unit, name in COMPARED_ROWS
         ]
     return rows
 
 
 def main() -> None:
-    figures = run_and_record("http_load", run, comparisons, notes=__doc__ or "")
-    print_comparisons(
-        f"HTTP API vs in-process and raw psycopg ({'quick' if QUICK else 'full'} run)",
-        figures["comparisons"],
+    figures = run_and_show(
+        "http_load",
+        run,
+        comparisons,
+        title="HTTP API vs in-process and raw psycopg",
+        notes=__doc__ or "",
     )
     print_table(
         "HTTP load (closed: N clients, one request in flight each)",

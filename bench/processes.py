@@ -34,7 +34,7 @@ from bench.harness import (
     quick_mode,
     raw_async_connection,
 )
-from bench.report import comparison, print_comparisons, write_results
+from bench.report import Compared, compared, print_comparisons, write_results
 from bench.workload import Script, as_json, as_messages
 from bench.write_path import Stream, raw_insert, setup_raw_table
 from hosting.settings import Settings
@@ -135,28 +135,31 @@ def main() -> None:
         setup_raw_table(url, settings)
         figures = measure(url)
     single_process_store = figures["processes"]["1"]["store_appends_per_s"]
-    rows = []
-    for processes, entry in figures["processes"].items():
-        rows.append(
-            comparison(
-                f"throughput, {WRITERS} writers in {processes} process(es) (share of raw)",
-                entry["store_appends_per_s"],
-                entry["raw_appends_per_s"],
-                unit="appends/s",
-                baseline_name=f"raw psycopg, {WRITERS} connections in {processes} process(es)",
-                goal=(">=", 0.7) if processes != "1" else None,
-            )
-        )
     best = max(figures["processes"].values(), key=lambda e: e["store_appends_per_s"])
-    rows.append(
-        comparison(
+    # Appends per second: each process count against raw psycopg's, then the
+    # best count against one process.
+    throughput: list[Compared] = [
+        (
+            f"throughput, {WRITERS} writers in {processes} process(es) (share of raw)",
+            entry["store_appends_per_s"],
+            entry["raw_appends_per_s"],
+            f"raw psycopg, {WRITERS} connections in {processes} process(es)",
+            (">=", 0.7) if processes != "1" else None,
+            "",
+        )
+        for processes, entry in figures["processes"].items()
+    ]
+    throughput.append(
+        (
             f"throughput, {WRITERS} writers: best process count vs one process",
             best["store_appends_per_s"],
             single_process_store,
-            unit="appends/s",
-            baseline_name="the store in one process",
+            "the store in one process",
+            None,
+            "",
         )
     )
+    rows = compared(throughput, unit="appends/s")
     figures["comparisons"] = rows
     write_results("processes", figures, notes=__doc__ or "")
     print_comparisons("throughput by worker processes", rows)

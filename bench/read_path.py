@@ -54,11 +54,11 @@ from bench.harness import (
     quick_mode,
     raw_async_connection,
     raw_sync_connection,
-    run_and_record,
+    run_and_show,
     time_interleaved,
     vacuum,
 )
-from bench.report import comparison, print_comparisons
+from bench.report import Compared, compared, comparison
 from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
 from hosting.settings import Settings
 from store.domain.context import AgentProfile
@@ -274,66 +274,75 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     window = figures["window_5k"]["median_ms"]
     last = figures["last_50_at_20k"]["median_ms"]
     load = figures["load"]
-    rows = [
-        comparison(
+    # Each read's median against a raw SELECT's, in milliseconds.
+    whole_window = "SELECT data … ORDER BY id"
+    last_page = "SELECT … ORDER BY id DESC LIMIT 50"
+    unmeasured = (
+        ""
+        if figures["last_50_at_20k"]["read_messages_available"]
+        else "the repository has no read_messages yet"
+    )
+    timed: list[Compared] = [
+        (
             "visible window, 5k messages",
             window["visible_window"],
             window["raw_select_all"],
-            unit="ms",
-            baseline_name="SELECT data … ORDER BY id",
-            goal=("<=", GOAL_WINDOW),
+            whole_window,
+            ("<=", GOAL_WINDOW),
+            "",
         ),
         *(
-            comparison(
+            (
                 f"payload build ({f}), 5k messages",
                 window[f"assemble_{f}"],
                 window["raw_select_all"],
-                unit="ms",
-                baseline_name="SELECT data … ORDER BY id",
-                goal=("<=", GOAL_WINDOW),
+                whole_window,
+                ("<=", GOAL_WINDOW),
+                "",
             )
             for f in FORMATS
         ),
-        comparison(
+        (
             "payload build (openai-chat) and its stable-prefix fingerprint read, 5k (info)",
             window["assemble_openai-chat_fingerprint"],
             window["raw_select_all"],
-            unit="ms",
-            baseline_name="SELECT data … ORDER BY id",
+            whole_window,
+            None,
+            "",
         ),
-        comparison(
+        (
             "last 50 messages at 20k (read_messages desc)",
             last["read_messages_desc_50"],
             last["raw_select_last_50"],
-            unit="ms",
-            baseline_name="SELECT … ORDER BY id DESC LIMIT 50",
-            goal=("<=", GOAL_LAST),
-            note=""
-            if figures["last_50_at_20k"]["read_messages_available"]
-            else "the repository has no read_messages yet",
+            last_page,
+            ("<=", GOAL_LAST),
+            unmeasured,
         ),
-        comparison(
+        (
             "last 50 user messages at 20k, recent_by_role history (info)",
             last["recent_by_role_user_50_history"],
             last["raw_select_last_50"],
-            unit="ms",
-            baseline_name="SELECT … ORDER BY id DESC LIMIT 50",
+            last_page,
+            None,
+            "",
         ),
+    ]
+    rows = compared(timed, unit="ms")
+    rows.append(
         comparison(
             f"load through append_messages ({CHUNK} per call, info)",
             load["store_messages_per_s"],
             load["raw_copy_messages_per_s"],
             unit="msg/s",
             baseline_name="COPY, one per conversation",
-        ),
-    ]
+        )
+    )
     return rows
 
 
 def main() -> None:
-    figures = run_and_record("read_path", run, comparisons, notes=__doc__ or "")
-    print_comparisons(
-        f"read path vs raw psycopg ({'quick' if QUICK else 'full'} run)", figures["comparisons"]
+    figures = run_and_show(
+        "read_path", run, comparisons, title="read path vs raw psycopg", notes=__doc__ or ""
     )
     print("items returned per call:", figures["items_returned"])
     print("profile of the 5k payload build (top 20 by cumulative time):")

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,19 @@ def comparison(
         "met": met,
         "note": note,
     }
+
+
+# A table row for `compared`: (figure, the store's figure, the baseline's,
+# the baseline's name, the goal on their ratio or None for an info row, a note).
+Compared = tuple[str, float | None, float | None, str, tuple[str, float] | None, str]
+
+
+def compared(rows: Iterable[Compared], *, unit: str) -> list[dict[str, Any]]:
+    """A `comparison` of each row, all figures in `unit`."""
+    return [
+        comparison(figure, store, baseline, unit=unit, baseline_name=name, goal=goal, note=note)
+        for figure, store, baseline, name, goal, note in rows
+    ]
 
 
 def _goal_text(goal: dict[str, Any] | None) -> str:

@@ -117,6 +117,12 @@ _CHINESE = (
 )
 WORDS = 30_000
 CHINESE_WORDS = 5_000
+# The corpus's messages are spread over 90 days from 2026-01-01; a time-range
+# search asks for ten of them.
+MID_JANUARY = {
+    "recorded_from": datetime(2026, 1, 10, tzinfo=UTC),
+    "recorded_to": datetime(2026, 1, 20, tzinfo=UTC),
+}
 _ZIPF_S = 1.07
 
 
@@ -169,6 +175,11 @@ class Corpus:
     def word(self, rank: int) -> str:
         """The word of this frequency rank (0: the most frequent)."""
         return self.words[rank]
+
+    def searched_words(self) -> tuple[str, str, str]:
+        """The words the searches look for: a rare one, one of middling
+        frequency and a common one."""
+        return self.word(20_000), self.word(2_000), self.word(50)
 
 
 def _copy(
@@ -350,12 +361,8 @@ def _message(
 
 def query_forms(corpus: Corpus) -> dict[str, SearchQuery]:
     """The searches measured, as the API would build them."""
-    rare, mid, common = corpus.word(20_000), corpus.word(2_000), corpus.word(50)
+    rare, mid, common = corpus.searched_words()
     part_of_rare = rare[1:] if len(rare) >= 4 else rare
-    january = {
-        "recorded_from": datetime(2026, 1, 10, tzinfo=UTC),
-        "recorded_to": datetime(2026, 1, 20, tzinfo=UTC),
-    }
     return {
         "text, a rare word": search_query(q=rare),
         "text, a mid-frequency word": search_query(q=mid),
@@ -365,7 +372,7 @@ def query_forms(corpus: Corpus) -> dict[str, SearchQuery]:
         "substring, Chinese (3 characters)": search_query(
             q=corpus.chinese_word(200), mode="substring"
         ),
-        "text + role + time range": search_query(q=mid, role="user", **january),
+        "text + role + time range": search_query(q=mid, role="user", **MID_JANUARY),
         "text + one conversation": search_query(q=mid, conversation_id=conversation_key(0)),
         "text + conversation metadata": search_query(q=mid, metadata={"project": "p4"}),
         "text + tool name": search_query(q=mid, tool_name="grep", role="tool"),

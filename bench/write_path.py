@@ -83,11 +83,11 @@ from bench.harness import (
     quick_mode,
     raw_async_connection,
     raw_sync_connection,
-    run_and_record,
+    run_and_show,
     time_interleaved,
     vacuum,
 )
-from bench.report import comparison, print_comparisons, print_table
+from bench.report import Compared, compared, comparison, print_table
 from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
 from hosting.settings import Settings
 from store.domain.messages import Message
@@ -132,6 +132,9 @@ GOAL_BULK_COPY = 3.0
 GOAL_SHARE_32 = 0.70
 GOAL_32_VS_8 = 1.0
 GOAL_STORAGE = 2.0
+ASYNC_INSERT = "async psycopg INSERT+COMMIT"
+BULK_COPY = f"COPY {BULK} rows+COMMIT"
+PLAIN_TABLE = "plain jsonb table"
 
 
 class Stream:
@@ -626,81 +629,89 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     single, bulk = figures["single"], figures["bulk"]
     writers = figures["throughput"]["writers"]
     sizes = figures["storage"]
-    rows = [
-        comparison(
+    # Each timed append's median against a baseline's, in milliseconds.
+    timed: list[Compared] = [
+        (
             "single-message append (median)",
             single["store_median_ms"],
             single["raw_insert_commit_median_ms"],
-            unit="ms",
-            baseline_name="async psycopg INSERT+COMMIT",
-            goal=("<=", GOAL_SINGLE),
+            ASYNC_INSERT,
+            ("<=", GOAL_SINGLE),
+            "",
         ),
-        comparison(
+        (
             "single-message append, text search index dropped (info)",
             single["store_without_text_index_median_ms"],
             single["raw_insert_commit_median_ms"],
-            unit="ms",
-            baseline_name="async psycopg INSERT+COMMIT",
+            ASYNC_INSERT,
+            None,
+            "",
         ),
-        comparison(
+        (
             "single-message append vs blocking psycopg (info)",
             single["store_median_ms"],
             single["raw_sync_insert_commit_median_ms"],
-            unit="ms",
-            baseline_name="blocking psycopg INSERT+COMMIT",
+            "blocking psycopg INSERT+COMMIT",
+            None,
+            "",
         ),
-        comparison(
+        (
             "single-message append vs autocommit INSERT (info)",
             single["store_median_ms"],
             single["raw_autocommit_insert_median_ms"],
-            unit="ms",
-            baseline_name="async psycopg autocommit INSERT",
+            "async psycopg autocommit INSERT",
+            None,
+            "",
         ),
         # The goal is held like for like (docs/search.md, "What an append
         # pays for search"): the store keeps every message's text searchable
         # by index, and that index alone makes PostgreSQL's own COPY about 4x
         # slower (an info row below), so the least a searchable store can do
         # is a COPY into a table with the same index.
-        comparison(
+        (
             f"{BULK}-message append, one call, vs COPY into a table with the same"
             " words index (median)",
             bulk["store_median_ms"],
             bulk["raw_copy_searchable_commit_median_ms"],
-            unit="ms",
-            baseline_name=f"COPY {BULK} rows+COMMIT, words index",
-            goal=("<=", GOAL_BULK_COPY),
+            f"COPY {BULK} rows+COMMIT, words index",
+            ("<=", GOAL_BULK_COPY),
+            "",
         ),
-        comparison(
+        (
             f"{BULK}-message append, text search index dropped (info)",
             bulk["store_without_text_index_median_ms"],
             bulk["raw_copy_commit_median_ms"],
-            unit="ms",
-            baseline_name=f"COPY {BULK} rows+COMMIT",
+            BULK_COPY,
+            None,
+            "",
         ),
-        comparison(
+        (
             f"{BULK}-message append vs COPY into a table without the words index (info)",
             bulk["store_median_ms"],
             bulk["raw_copy_commit_median_ms"],
-            unit="ms",
-            baseline_name=f"COPY {BULK} rows+COMMIT",
-            note=_bulk_note(bulk),
+            BULK_COPY,
+            None,
+            _bulk_note(bulk),
         ),
-        comparison(
+        (
             f"COPY of {BULK} rows into a table with the words index vs without it"
             " (info: what the index costs PostgreSQL itself)",
             bulk["raw_copy_searchable_commit_median_ms"],
             bulk["raw_copy_commit_median_ms"],
-            unit="ms",
-            baseline_name=f"COPY {BULK} rows+COMMIT",
+            BULK_COPY,
+            None,
+            "",
         ),
-        comparison(
+        (
             f"{BULK}-message append vs multi-row INSERT (info)",
             bulk["store_median_ms"],
             bulk["raw_multi_insert_commit_median_ms"],
-            unit="ms",
-            baseline_name=f"INSERT {BULK} rows+COMMIT",
+            f"INSERT {BULK} rows+COMMIT",
+            None,
+            "",
         ),
     ]
+    rows = compared(timed, unit="ms")
     for n in WRITERS:
         w = writers[str(n)]
         rows.append(
@@ -722,7 +733,7 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
                 most["store"]["machine"],
                 most["raw"]["machine"],
                 unit="ms",
-                baseline_name="async psycopg INSERT+COMMIT",
+                baseline_name=ASYNC_INSERT,
             )
         )
     rows.append(
@@ -735,36 +746,36 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
             goal=(">=", GOAL_32_VS_8),
         )
     )
-    rows.append(
-        comparison(
+    # Bytes per message against the plain table's.
+    storage: list[Compared] = [
+        (
             f"storage per message after {STORAGE_APPENDS:,} appends",
             sizes["store_bytes_per_message"],
             sizes["raw_bytes_per_message"],
-            unit="bytes",
-            baseline_name="plain jsonb table",
-            goal=("<=", GOAL_STORAGE),
-            note=_storage_note(sizes),
+            PLAIN_TABLE,
+            ("<=", GOAL_STORAGE),
+            _storage_note(sizes),
         )
-    )
+    ]
     plain = figures.get("storage_without_text_index")
     if plain is not None:
-        rows.append(
-            comparison(
+        storage.append(
+            (
                 f"storage per message after {STORAGE_APPENDS:,} appends,"
                 " text search index dropped (info)",
                 plain["store_bytes_per_message"],
                 plain["raw_bytes_per_message"],
-                unit="bytes",
-                baseline_name="plain jsonb table",
+                PLAIN_TABLE,
+                None,
+                "",
             )
         )
-    return rows
+    return rows + compared(storage, unit="bytes")
 
 
 def main() -> None:
-    figures = run_and_record("write_path", run, comparisons, notes=__doc__ or "")
-    print_comparisons(
-        f"append path vs raw psycopg ({'quick' if QUICK else 'full'} run)", figures["comparisons"]
+    figures = run_and_show(
+        "write_path", run, comparisons, title="append path vs raw psycopg", notes=__doc__ or ""
     )
     growth = figures["storage"]["store_growth_by_table"]
     print_table(

@@ -5,8 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import RepositoryDep
-from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
-from api.routing import JSONRoute
+from api.routing import JSONRoute, read_route, write_route
 from api.schemas import (
     Agent,
     AgentConfigure,
@@ -25,9 +24,7 @@ router = APIRouter(prefix="/conversations", tags=["agents"], route_class=JSONRou
 
 @router.put(
     "/{conversation_id}/agents/{agent_id}",
-    summary="Configure an agent's profile",
-    operation_id="configureAgent",
-    responses=WRITE_ERRORS,
+    **write_route("Configure an agent's profile", "configureAgent"),
 )
 async def configure_agent(
     conversation_id: ConversationIdPath,
@@ -50,9 +47,7 @@ async def configure_agent(
 
 @router.put(
     "/{conversation_id}/agents/{agent_id}/slots/{slot}",
-    summary="Set a context slot",
-    operation_id="updateSlot",
-    responses=WRITE_ERRORS,
+    **write_route("Set a context slot", "updateSlot"),
 )
 async def update_slot(
     conversation_id: ConversationIdPath,
@@ -75,9 +70,7 @@ async def update_slot(
 
 @router.get(
     "/{conversation_id}/agents/{agent_id}",
-    summary="Read an agent's profile and slots",
-    operation_id="getAgent",
-    responses=CONVERSATION_ERRORS,
+    **read_route("Read an agent's profile and slots", "getAgent"),
 )
 async def get_agent(
     conversation_id: ConversationIdPath, agent_id: AgentIdPath, repository: RepositoryDep

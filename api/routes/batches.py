@@ -8,8 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, status
 
 from api.deps import RepositoryDep
-from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
-from api.routing import JSONRoute
+from api.routing import JSONRoute, read_route, write_route
 from api.schemas import (
     BatchOperationRequest,
     BatchPath,
@@ -46,9 +45,7 @@ BATCH_EXAMPLES: dict[str, Any] = {
 @router.post(
     "/{conversation_id}/batches",
     status_code=status.HTTP_201_CREATED,
-    summary="Run a batch operation (starts a new batch)",
-    operation_id="runBatchOperation",
-    responses=WRITE_ERRORS,
+    **write_route("Run a batch operation (starts a new batch)", "runBatchOperation"),
 )
 async def run_batch_operation(
     conversation_id: ConversationIdPath,
@@ -68,9 +65,7 @@ async def run_batch_operation(
 
 @router.get(
     "/{conversation_id}/batches",
-    summary="List the batches",
-    operation_id="listBatches",
-    responses=CONVERSATION_ERRORS,
+    **read_route("List the batches", "listBatches"),
 )
 async def list_batches(
     conversation_id: ConversationIdPath, repository: RepositoryDep
@@ -80,9 +75,7 @@ async def list_batches(
 
 @router.get(
     "/{conversation_id}/batches/{batch}/messages",
-    summary="Messages appended during a batch",
-    operation_id="batchMessages",
-    responses=CONVERSATION_ERRORS,
+    **read_route("Messages appended during a batch", "batchMessages"),
 )
 async def batch_messages(
     conversation_id: ConversationIdPath, batch: BatchPath, repository: RepositoryDep

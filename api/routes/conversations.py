@@ -10,8 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import AwareDatetime
 
 from api.deps import RepositoryDep
-from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
-from api.routing import JSONRoute
+from api.errors import CONVERSATION_ERRORS
+from api.routing import JSONRoute, read_route, write_route
 from api.schemas import (
     ConversationCreate,
     ConversationIdPath,
@@ -115,9 +115,7 @@ async def list_conversations(
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    summary="Create a conversation",
-    operation_id="createConversation",
-    responses=WRITE_ERRORS,
+    **write_route("Create a conversation", "createConversation"),
 )
 async def create_conversation(body: ConversationCreate, repository: RepositoryDep) -> Conversation:
     """Start a conversation owned by the key's tenant (409 if the id is taken)."""
@@ -126,9 +124,7 @@ async def create_conversation(body: ConversationCreate, repository: RepositoryDe
 
 @router.get(
     "/{conversation_id}",
-    summary="Read a conversation",
-    operation_id="getConversation",
-    responses=CONVERSATION_ERRORS,
+    **read_route("Read a conversation", "getConversation"),
 )
 async def get_conversation(
     conversation_id: ConversationIdPath, repository: RepositoryDep
@@ -139,9 +135,7 @@ async def get_conversation(
 
 @router.patch(
     "/{conversation_id}",
-    summary="Update a conversation's metadata",
-    operation_id="updateConversation",
-    responses=WRITE_ERRORS,
+    **write_route("Update a conversation's metadata", "updateConversation"),
 )
 async def update_conversation(
     conversation_id: ConversationIdPath, body: ConversationUpdate, repository: RepositoryDep
@@ -160,9 +154,7 @@ async def update_conversation(
 
 @router.post(
     "/{conversation_id}/archive",
-    summary="Archive a conversation (make it read-only)",
-    operation_id="archiveConversation",
-    responses=WRITE_ERRORS,
+    **write_route("Archive a conversation (make it read-only)", "archiveConversation"),
 )
 async def archive_conversation(
     conversation_id: ConversationIdPath, repository: RepositoryDep
@@ -174,9 +166,7 @@ async def archive_conversation(
 
 @router.post(
     "/{conversation_id}/unarchive",
-    summary="Unarchive a conversation (make it writable again)",
-    operation_id="unarchiveConversation",
-    responses=WRITE_ERRORS,
+    **write_route("Unarchive a conversation (make it writable again)", "unarchiveConversation"),
 )
 async def unarchive_conversation(
     conversation_id: ConversationIdPath, repository: RepositoryDep
@@ -189,9 +179,7 @@ async def unarchive_conversation(
 @router.delete(
     "/{conversation_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    summary="Delete a conversation (purge its content)",
-    operation_id="deleteConversation",
-    responses=CONVERSATION_ERRORS,
+    **read_route("Delete a conversation (purge its content)", "deleteConversation"),
 )
 async def delete_conversation(
     conversation_id: ConversationIdPath, repository: RepositoryDep

@@ -5,8 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import RepositoryDep
-from api.errors import WRITE_ERRORS
-from api.routing import JSONRoute
+from api.routing import JSONRoute, write_route
 from api.schemas import (
     ConversationIdPath,
     ExpectedVersionQuery,
@@ -23,9 +22,7 @@ router = APIRouter(prefix="/conversations", tags=["forks and pins"], route_class
 @router.post(
     "/{conversation_id}/fork",
     status_code=status.HTTP_201_CREATED,
-    summary="Fork a conversation",
-    operation_id="forkConversation",
-    responses=WRITE_ERRORS,
+    **write_route("Fork a conversation", "forkConversation"),
 )
 async def fork_conversation(
     conversation_id: ConversationIdPath, body: ForkRequest, repository: RepositoryDep
@@ -54,9 +51,7 @@ async def _pin(
 
 @router.put(
     "/{conversation_id}/messages/{seq}/pin",
-    summary="Pin a message",
-    operation_id="pinMessage",
-    responses=WRITE_ERRORS,
+    **write_route("Pin a message", "pinMessage"),
 )
 async def pin_message(
     conversation_id: ConversationIdPath,
@@ -71,9 +66,7 @@ async def pin_message(
 
 @router.delete(
     "/{conversation_id}/messages/{seq}/pin",
-    summary="Unpin a message",
-    operation_id="unpinMessage",
-    responses=WRITE_ERRORS,
+    **write_route("Unpin a message", "unpinMessage"),
 )
 async def unpin_message(
     conversation_id: ConversationIdPath,

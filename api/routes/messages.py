@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response, status
 
 from api.deps import RepositoryDep
 from api.errors import WRITE_ERRORS
-from api.routing import JSONRoute
+from api.routing import JSONRoute, write_route
 from api.schemas import (
     ContentReplace,
     ConversationIdPath,
@@ -57,9 +57,7 @@ async def append_messages(
 
 @router.put(
     "/{conversation_id}/messages/{seq}",
-    summary="Replace a message's content",
-    operation_id="replaceContent",
-    responses=WRITE_ERRORS,
+    **write_route("Replace a message's content", "replaceContent"),
 )
 async def replace_content(
     conversation_id: ConversationIdPath,

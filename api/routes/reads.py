@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Response
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
 from api.routes.parameters import cursor_query, limit_query
-from api.routing import JSONRoute
+from api.routing import JSONRoute, read_route
 from api.schemas import (
     AgentQuery,
     BatchQuery,
@@ -23,9 +23,7 @@ from store.domain.listing import MAX_CURSOR_CHARS, MessagePage
 from store.domain.messages import MessageKind, Role, StoredMessage
 from store.repository import MAX_READ_LIMIT, Scope, ToolBlock
 
-router = APIRouter(
-    prefix="/conversations", tags=["reads"], responses=CONVERSATION_ERRORS, route_class=JSONRoute
-)
+router = APIRouter(prefix="/conversations", tags=["reads"], route_class=JSONRoute)
 
 NEXT_CURSOR_HEADER = "X-Next-Cursor"
 
@@ -39,6 +37,7 @@ ScopeQuery = Annotated[
     summary="The visible window, a page at a time",
     operation_id="readWindow",
     responses={
+        **CONVERSATION_ERRORS,
         200: {
             "description": "The page's messages, in window order",
             "headers": {
@@ -47,7 +46,7 @@ ScopeQuery = Annotated[
                     "schema": {"type": "string"},
                 }
             },
-        }
+        },
     },
 )
 async def read_window(
@@ -83,8 +82,7 @@ async def read_window(
 
 @router.get(
     "/{conversation_id}/messages",
-    summary="A page of the conversation's messages, by seq",
-    operation_id="listMessages",
+    **read_route("A page of the conversation's messages, by seq", "listMessages"),
 )
 async def list_messages(
     conversation_id: ConversationIdPath,
@@ -130,8 +128,7 @@ async def list_messages(
 
 @router.get(
     "/{conversation_id}/messages/recent",
-    summary="The last n messages of a role",
-    operation_id="recentByRole",
+    **read_route("The last n messages of a role", "recentByRole"),
 )
 async def recent_by_role(
     conversation_id: ConversationIdPath,
@@ -146,8 +143,7 @@ async def recent_by_role(
 
 @router.get(
     "/{conversation_id}/roles/{role}",
-    summary="A range of a role's messages",
-    operation_id="roleRange",
+    **read_route("A range of a role's messages", "roleRange"),
 )
 async def role_range(
     conversation_id: ConversationIdPath,
@@ -162,8 +158,7 @@ async def role_range(
 
 @router.get(
     "/{conversation_id}/counts",
-    summary="How many messages of each role",
-    operation_id="countByRole",
+    **read_route("How many messages of each role", "countByRole"),
 )
 async def count_by_role(
     conversation_id: ConversationIdPath, repository: RepositoryDep, scope: ScopeQuery = "visible"
@@ -173,8 +168,7 @@ async def count_by_role(
 
 @router.get(
     "/{conversation_id}/tool-blocks",
-    summary="Tool calls and their results",
-    operation_id="listToolBlocks",
+    **read_route("Tool calls and their results", "listToolBlocks"),
 )
 async def tool_blocks(
     conversation_id: ConversationIdPath,

@@ -9,6 +9,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from migrations.steps import optional, required
+
 revision: str = "0001_event_log"
 down_revision: str | None = None
 
@@ -16,28 +18,17 @@ down_revision: str | None = None
 def upgrade() -> None:
     op.create_table(
         "conversations",
-        sa.Column("id", postgresql.UUID(as_uuid=True), nullable=False),
-        sa.Column("tenant", sa.Text(), server_default=sa.text("'default'"), nullable=False),
-        sa.Column("version", sa.BigInteger(), server_default=sa.text("0"), nullable=False),
-        sa.Column(
-            "created_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
-        sa.Column(
-            "updated_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
-        sa.Column("archived_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column(
+        required("id", postgresql.UUID(as_uuid=True)),
+        required("tenant", sa.Text(), server_default=sa.text("'default'")),
+        required("version", sa.BigInteger(), server_default=sa.text("0")),
+        required("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()")),
+        required("updated_at", sa.DateTime(timezone=True), server_default=sa.text("now()")),
+        optional("archived_at", sa.DateTime(timezone=True)),
+        optional("deleted_at", sa.DateTime(timezone=True)),
+        required(
             "metadata",
             postgresql.JSONB(astext_type=sa.Text()),
             server_default=sa.text("'{}'::jsonb"),
-            nullable=False,
         ),
         sa.CheckConstraint("version >= 0", name="ck_conversations_version_not_negative"),
         sa.PrimaryKeyConstraint("id", name="pk_conversations"),
@@ -45,29 +36,22 @@ def upgrade() -> None:
     op.create_index("ix_conversations_tenant_updated_at", "conversations", ["tenant", "updated_at"])
     op.create_table(
         "events",
-        sa.Column("position", sa.BigInteger(), sa.Identity(always=True), nullable=False),
-        sa.Column("conversation_id", postgresql.UUID(as_uuid=True), nullable=False),
-        sa.Column("version", sa.BigInteger(), nullable=False),
-        sa.Column("type", sa.Text(), nullable=False),
-        sa.Column("data", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
-        sa.Column(
+        required("position", sa.BigInteger(), sa.Identity(always=True)),
+        required("conversation_id", postgresql.UUID(as_uuid=True)),
+        required("version", sa.BigInteger()),
+        required("type", sa.Text()),
+        required("data", postgresql.JSONB(astext_type=sa.Text())),
+        required(
             "metadata",
             postgresql.JSONB(astext_type=sa.Text()),
             server_default=sa.text("'{}'::jsonb"),
-            nullable=False,
         ),
-        sa.Column("client_id", sa.Text(), nullable=True),
-        sa.Column(
-            "recorded_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
-        sa.Column(
+        optional("client_id", sa.Text()),
+        required("recorded_at", sa.DateTime(timezone=True), server_default=sa.text("now()")),
+        required(
             "transaction_id",
             sa.BigInteger(),
             server_default=sa.text("(pg_current_xact_id()::text)::bigint"),
-            nullable=False,
         ),
         sa.CheckConstraint("version >= 1", name="ck_events_version_positive"),
         sa.ForeignKeyConstraint(
@@ -82,17 +66,12 @@ def upgrade() -> None:
     op.create_index("ix_events_feed", "events", ["transaction_id", "position"])
     op.create_table(
         "append_requests",
-        sa.Column("conversation_id", postgresql.UUID(as_uuid=True), nullable=False),
-        sa.Column("idempotency_key", sa.Text(), nullable=False),
-        sa.Column("request_hash", sa.Text(), nullable=False),
-        sa.Column("first_version", sa.BigInteger(), nullable=False),
-        sa.Column("last_version", sa.BigInteger(), nullable=False),
-        sa.Column(
-            "recorded_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        required("conversation_id", postgresql.UUID(as_uuid=True)),
+        required("idempotency_key", sa.Text()),
+        required("request_hash", sa.Text()),
+        required("first_version", sa.BigInteger()),
+        required("last_version", sa.BigInteger()),
+        required("recorded_at", sa.DateTime(timezone=True), server_default=sa.text("now()")),
         sa.PrimaryKeyConstraint("conversation_id", "idempotency_key", name="pk_append_requests"),
     )
     # The log is append-only: vacuum it for visibility (index-only scans of

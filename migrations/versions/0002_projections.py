@@ -10,6 +10,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from migrations.steps import execute_all, optional, required, role_partitions
+
 revision: str = "0002_projections"
 down_revision: str | None = "0001_event_log"
 
@@ -17,40 +19,45 @@ ROLES = ("system", "user", "assistant", "tool")
 UUID = postgresql.UUID(as_uuid=True)
 JSONB = postgresql.JSONB(astext_type=sa.Text())
 TIMESTAMP = sa.DateTime(timezone=True)
+TEXT = sa.Text()
+BIGINT = sa.BigInteger()
+INTEGER = sa.Integer()
+NUMERIC = sa.Numeric()
+BOOLEAN = sa.Boolean()
 
 
 def upgrade() -> None:
     op.create_table(
         "conversation_heads",
-        sa.Column("conversation_id", UUID, nullable=False),
-        sa.Column("tenant", sa.Text(), nullable=False),
-        sa.Column("next_seq", sa.BigInteger(), nullable=False),
-        sa.Column("current_batch", sa.Integer(), nullable=False),
-        sa.Column("archived", sa.Boolean(), server_default=sa.text("false"), nullable=False),
-        sa.Column("started_at", TIMESTAMP, nullable=False),
-        sa.Column("metadata", JSONB, server_default=sa.text("'{}'::jsonb"), nullable=False),
+        required("conversation_id", UUID),
+        required("tenant", TEXT),
+        required("next_seq", BIGINT),
+        required("current_batch", INTEGER),
+        required("archived", BOOLEAN, server_default=sa.text("false")),
+        required("started_at", TIMESTAMP),
+        required("metadata", JSONB, server_default=sa.text("'{}'::jsonb")),
         sa.PrimaryKeyConstraint("conversation_id", name="pk_conversation_heads"),
     )
     op.create_table(
         "messages",
-        sa.Column("conversation_id", UUID, nullable=False),
-        sa.Column("seq", sa.BigInteger(), nullable=False),
-        sa.Column("sort_key", sa.Numeric(), nullable=False),
-        sa.Column("role", sa.Text(), nullable=False),
-        sa.Column("agent_id", sa.Text(), nullable=False),
-        sa.Column("kind", sa.Text(), nullable=False),
-        sa.Column("batch", sa.Integer(), nullable=False),
-        sa.Column("role_ordinal", sa.BigInteger(), nullable=False),
-        sa.Column("body", JSONB, nullable=False),
-        sa.Column("text", sa.Text(), nullable=False),
-        sa.Column("tool_call_id", sa.Text(), nullable=True),
-        sa.Column("tool_names", JSONB, server_default=sa.text("'[]'::jsonb"), nullable=False),
-        sa.Column("is_error", sa.Boolean(), server_default=sa.text("false"), nullable=False),
-        sa.Column("client_message_id", sa.Text(), nullable=True),
-        sa.Column("token_estimate", sa.Integer(), nullable=False),
-        sa.Column("recorded_at", TIMESTAMP, nullable=False),
-        sa.Column("edited_at", TIMESTAMP, nullable=True),
-        sa.Column("event_version", sa.BigInteger(), nullable=False),
+        required("conversation_id", UUID),
+        required("seq", BIGINT),
+        required("sort_key", NUMERIC),
+        required("role", TEXT),
+        required("agent_id", TEXT),
+        required("kind", TEXT),
+        required("batch", INTEGER),
+        required("role_ordinal", BIGINT),
+        required("body", JSONB),
+        required("text", TEXT),
+        optional("tool_call_id", TEXT),
+        required("tool_names", JSONB, server_default=sa.text("'[]'::jsonb")),
+        required("is_error", BOOLEAN, server_default=sa.text("false")),
+        optional("client_message_id", TEXT),
+        required("token_estimate", INTEGER),
+        required("recorded_at", TIMESTAMP),
+        optional("edited_at", TIMESTAMP),
+        required("event_version", BIGINT),
         sa.CheckConstraint(
             "role IN ('system', 'user', 'assistant', 'tool')", name="ck_messages_role_known"
         ),
@@ -86,33 +93,29 @@ def upgrade() -> None:
         " CONSTRAINT pk_message_role_index PRIMARY KEY (conversation_id, role, ordinal)"
         ") PARTITION BY LIST (role)"
     )
-    for role in ROLES:
-        op.execute(
-            f"CREATE TABLE message_role_index_{role} PARTITION OF message_role_index"
-            f" FOR VALUES IN ('{role}')"
-        )
+    execute_all(role_partitions(ROLES))
 
     op.create_table(
         "batches",
-        sa.Column("conversation_id", UUID, nullable=False),
-        sa.Column("batch", sa.Integer(), nullable=False),
-        sa.Column("boundary", sa.Numeric(), nullable=False),
-        sa.Column("summary_seq", sa.BigInteger(), nullable=True),
-        sa.Column("retained", JSONB, server_default=sa.text("'[]'::jsonb"), nullable=False),
-        sa.Column("operation", sa.Text(), nullable=False),
-        sa.Column("parameters", JSONB, server_default=sa.text("'{}'::jsonb"), nullable=False),
-        sa.Column("started_at", TIMESTAMP, nullable=False),
-        sa.Column("event_version", sa.BigInteger(), nullable=False),
+        required("conversation_id", UUID),
+        required("batch", INTEGER),
+        required("boundary", NUMERIC),
+        optional("summary_seq", BIGINT),
+        required("retained", JSONB, server_default=sa.text("'[]'::jsonb")),
+        required("operation", TEXT),
+        required("parameters", JSONB, server_default=sa.text("'{}'::jsonb")),
+        required("started_at", TIMESTAMP),
+        required("event_version", BIGINT),
         sa.PrimaryKeyConstraint("conversation_id", "batch", name="pk_batches"),
     )
     op.create_table(
         "batch_members",
-        sa.Column("conversation_id", UUID, nullable=False),
-        sa.Column("batch", sa.Integer(), nullable=False),
-        sa.Column("sort_key", sa.Numeric(), nullable=False),
-        sa.Column("seq", sa.BigInteger(), nullable=False),
-        sa.Column("role", sa.Text(), nullable=False),
-        sa.Column("agent_id", sa.Text(), nullable=False),
+        required("conversation_id", UUID),
+        required("batch", INTEGER),
+        required("sort_key", NUMERIC),
+        required("seq", BIGINT),
+        required("role", TEXT),
+        required("agent_id", TEXT),
         sa.PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_members"),
     )
     op.create_index(
@@ -120,15 +123,15 @@ def upgrade() -> None:
     )
     op.create_table(
         "tool_calls",
-        sa.Column("conversation_id", UUID, nullable=False),
-        sa.Column("call_id", sa.Text(), nullable=False),
-        sa.Column("agent_id", sa.Text(), nullable=False),
-        sa.Column("tool_name", sa.Text(), nullable=False),
-        sa.Column("arguments", JSONB, nullable=False),
-        sa.Column("assistant_seq", sa.BigInteger(), nullable=False),
-        sa.Column("result_seq", sa.BigInteger(), nullable=True),
-        sa.Column("status", sa.Text(), nullable=False),
-        sa.Column("is_error", sa.Boolean(), server_default=sa.text("false"), nullable=False),
+        required("conversation_id", UUID),
+        required("call_id", TEXT),
+        required("agent_id", TEXT),
+        required("tool_name", TEXT),
+        required("arguments", JSONB),
+        required("assistant_seq", BIGINT),
+        optional("result_seq", BIGINT),
+        required("status", TEXT),
+        required("is_error", BOOLEAN, server_default=sa.text("false")),
         sa.CheckConstraint("status IN ('pending', 'complete')", name="ck_tool_calls_status_known"),
         sa.PrimaryKeyConstraint("conversation_id", "call_id", name="pk_tool_calls"),
     )
@@ -141,21 +144,21 @@ def upgrade() -> None:
     op.create_index("ix_tool_calls_tool_name", "tool_calls", ["tool_name"])
     op.create_table(
         "agent_profiles",
-        sa.Column("conversation_id", UUID, nullable=False),
-        sa.Column("agent_id", sa.Text(), nullable=False),
-        sa.Column("is_sub_agent", sa.Boolean(), nullable=False),
-        sa.Column("system_prompt", sa.Text(), nullable=True),
-        sa.Column("role_definition", sa.Text(), nullable=True),
-        sa.Column("event_version", sa.BigInteger(), nullable=False),
+        required("conversation_id", UUID),
+        required("agent_id", TEXT),
+        required("is_sub_agent", BOOLEAN),
+        optional("system_prompt", TEXT),
+        optional("role_definition", TEXT),
+        required("event_version", BIGINT),
         sa.PrimaryKeyConstraint("conversation_id", "agent_id", name="pk_agent_profiles"),
     )
     op.create_table(
         "context_slots",
-        sa.Column("conversation_id", UUID, nullable=False),
-        sa.Column("agent_id", sa.Text(), nullable=False),
-        sa.Column("slot", sa.Text(), nullable=False),
-        sa.Column("value", JSONB, nullable=False),
-        sa.Column("event_version", sa.BigInteger(), nullable=False),
+        required("conversation_id", UUID),
+        required("agent_id", TEXT),
+        required("slot", TEXT),
+        required("value", JSONB),
+        required("event_version", BIGINT),
         sa.PrimaryKeyConstraint("conversation_id", "agent_id", "slot", name="pk_context_slots"),
     )
 

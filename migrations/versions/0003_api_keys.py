@@ -9,6 +9,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from migrations.steps import optional, required
+
 revision: str = "0003_api_keys"
 down_revision: str | None = "0002_projections"
 
@@ -18,13 +20,13 @@ TIMESTAMP = sa.DateTime(timezone=True)
 def upgrade() -> None:
     op.create_table(
         "api_keys",
-        sa.Column("id", postgresql.UUID(as_uuid=True), nullable=False),
-        sa.Column("tenant", sa.Text(), nullable=False),
-        sa.Column("name", sa.Text(), nullable=False),
-        sa.Column("key_hash", sa.Text(), nullable=False),
-        sa.Column("key_start", sa.Text(), nullable=False),
-        sa.Column("created_at", TIMESTAMP, server_default=sa.text("now()"), nullable=False),
-        sa.Column("revoked_at", TIMESTAMP, nullable=True),
+        required("id", postgresql.UUID(as_uuid=True)),
+        required("tenant", sa.Text()),
+        required("name", sa.Text()),
+        required("key_hash", sa.Text()),
+        required("key_start", sa.Text()),
+        required("created_at", TIMESTAMP, server_default=sa.text("now()")),
+        optional("revoked_at", TIMESTAMP),
         sa.PrimaryKeyConstraint("id", name="pk_api_keys"),
         sa.UniqueConstraint("key_hash", name="uq_api_keys_key_hash"),
     )

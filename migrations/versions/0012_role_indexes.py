@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from migrations.steps import execute_all, role_partitions
+
 revision: str = "0012_role_indexes"
 down_revision: str | None = "0011_members_carried"
 
@@ -62,11 +64,7 @@ def downgrade() -> None:
         " CONSTRAINT pk_message_role_index PRIMARY KEY (conversation_id, role, ordinal)"
         ") PARTITION BY LIST (role)"
     )
-    for role in ROLES:
-        op.execute(
-            f"CREATE TABLE message_role_index_{role} PARTITION OF message_role_index"
-            f" FOR VALUES IN ('{role}')"
-        )
+    execute_all(role_partitions(ROLES))
     op.execute(
         "INSERT INTO message_role_index (conversation_id, role, ordinal, seq)"
         " SELECT conversation_id, role, role_ordinal, seq FROM messages"

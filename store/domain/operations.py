@@ -104,24 +104,23 @@ _AT_LEAST_ONE = {"minItems": 1}  # what `_non_empty` checks, for the JSON schema
 
 # --- field types ----------------------------------------------------------------
 
+# Every whole number an operation takes: an int given as one (not "3" nor
+# 3.0), that fits PostgreSQL's bigint; each type below adds its least value.
+_Whole = Annotated[int, Field(strict=True, le=MAX_INT)]
 Seq = Annotated[
-    int,
-    Field(strict=True, ge=1, le=MAX_INT),
-    _rephrased(greater_than_equal="seqs count from 1, got {value}"),
+    _Whole, Field(ge=1), _rephrased(greater_than_equal="seqs count from 1, got {value}")
 ]
 Count = Annotated[
-    int,
-    Field(strict=True, ge=0, le=MAX_INT),
-    _rephrased(greater_than_equal="cannot be negative, got {value}"),
+    _Whole, Field(ge=0), _rephrased(greater_than_equal="cannot be negative, got {value}")
 ]
 Position = Annotated[
-    int,
-    Field(strict=True, ge=0, le=MAX_INT),
+    _Whole,
+    Field(ge=0),
     _rephrased(greater_than_equal="{value} is outside the window: positions count from 0"),
 ]
 BatchNumber = Annotated[
-    int,
-    Field(strict=True, ge=1, le=MAX_INT),
+    _Whole,
+    Field(ge=1),
     _rephrased(
         greater_than_equal="there is no batch {value} to roll back to: batches are numbered from 1"
     ),

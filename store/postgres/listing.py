@@ -26,32 +26,31 @@ LIST_COLUMNS = (
 def page_statement(
     *,
     newest: bool,
-    metadata: bool,
-    archived: bool | None,
-    created_from: bool,
-    created_to: bool,
-    updated_from: bool,
-    updated_to: bool,
-    after: bool,
+    metadata: bool = False,
+    archived: bool | None = None,
+    created_from: bool = False,
+    created_to: bool = False,
+    updated_from: bool = False,
+    updated_to: bool = False,
+    after: bool = False,
 ) -> str:
     """A page of a tenant's conversations by (created_at, id), one shape per
-    filter combination. The order and the cursor are one range of the index
-    (tenant, created_at, id); metadata containment can use the GIN index
-    (jsonb_path_ops); updated_at is filtered, not indexed (see
-    `store.domain.listing`)."""
+    filter combination (a filter not named is not applied). The order and
+    the cursor are one range of the index (tenant, created_at, id); metadata
+    containment can use the GIN index (jsonb_path_ops); updated_at is
+    filtered, not indexed (see `store.domain.listing`)."""
     conditions = ["tenant = %(tenant)s", "version > 0", "deleted_at IS NULL"]
     if metadata:
         conditions.append("metadata @> %(metadata)s")
     if archived is not None:
         conditions.append(f"archived_at IS {'NOT ' if archived else ''}NULL")
-    if created_from:
-        conditions.append("created_at >= %(created_from)s")
-    if created_to:
-        conditions.append("created_at < %(created_to)s")
-    if updated_from:
-        conditions.append("updated_at >= %(updated_from)s")
-    if updated_to:
-        conditions.append("updated_at < %(updated_to)s")
+    bounds = (
+        (created_from, "created_at >= %(created_from)s"),
+        (created_to, "created_at < %(created_to)s"),
+        (updated_from, "updated_at >= %(updated_from)s"),
+        (updated_to, "updated_at < %(updated_to)s"),
+    )
+    conditions += [condition for given, condition in bounds if given]
     if after:
         conditions.append(
             f"(created_at, id) {'<' if newest else '>'} (%(after_at)s, %(after_id)s::uuid)"

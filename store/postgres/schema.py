@@ -9,6 +9,8 @@ review. Projection tables live in `store.postgres.tables`, on the same
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -24,6 +26,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, ENUM, JSON, JSONB, UUID
+from sqlalchemy.schema import SchemaItem
 
 from store.domain.events import EVENT_TYPES
 
@@ -36,41 +39,47 @@ NAMING_CONVENTION = {
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
+
+def required(name: str, type_: Any, *more: SchemaItem, **options: Any) -> Column[Any]:
+    """A NOT NULL column (every table here says which of its columns may be null)."""
+    return Column(name, type_, *more, nullable=False, **options)
+
+
+def optional(name: str, type_: Any, **options: Any) -> Column[Any]:
+    """A column that may be NULL."""
+    return Column(name, type_, nullable=True, **options)
+
+
 DEFAULT_TENANT = "default"
 
 conversations = Table(
     "conversations",
     metadata,
-    Column("id", UUID(as_uuid=True), nullable=False),
-    Column("tenant", Text, nullable=False, server_default=text(f"'{DEFAULT_TENANT}'")),
+    required("id", UUID(as_uuid=True)),
+    required("tenant", Text, server_default=text(f"'{DEFAULT_TENANT}'")),
     # The id its creator chose (`id` is derived from it and the tenant:
     # store.domain.conversation_keys); unique per tenant because `id` is.
-    Column("key", Text, nullable=False),
+    required("key", Text),
     # Number of events in the stream: the optimistic-concurrency token.
-    Column("version", BigInteger, nullable=False, server_default=text("0")),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("archived_at", DateTime(timezone=True), nullable=True),
+    required("version", BigInteger, server_default=text("0")),
+    required("created_at", DateTime(timezone=True), server_default=text("now()")),
+    required("updated_at", DateTime(timezone=True), server_default=text("now()")),
+    optional("archived_at", DateTime(timezone=True)),
     # A deleted conversation keeps this row as a tombstone (so its id cannot
     # be reused by mistake); its events and projection rows are purged.
-    Column("deleted_at", DateTime(timezone=True), nullable=True),
-    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    optional("deleted_at", DateTime(timezone=True)),
+    required("metadata", JSONB, server_default=text("'{}'::jsonb")),
     # The views' head, kept by the projector beside the stream it follows
     # (one row to lock and update per append); a rebuild resets and replays it.
-    Column("next_seq", BigInteger, nullable=False, server_default=text("1")),
-    Column("current_batch", Integer, nullable=False, server_default=text("1")),
+    required("next_seq", BigInteger, server_default=text("1")),
+    required("current_batch", Integer, server_default=text("1")),
     # Messages of each role so far, in `store.domain.messages.ROLES` order: the
     # next message's role ordinal, and "how many tool messages" in one read.
-    Column(
-        "role_counts",
-        ARRAY(BigInteger),
-        nullable=False,
-        server_default=text("'{0,0,0,0}'::bigint[]"),
-    ),
+    required("role_counts", ARRAY(BigInteger), server_default=text("'{0,0,0,0}'::bigint[]")),
     # Each agent whose window is in a batch of its own: {"agent": batch}
     # (every other agent's is `current_batch`). Read with the lock, written
     # by a batch operation: an append never changes it (docs/storage.md).
-    Column("agent_batches", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    required("agent_batches", JSONB, server_default=text("'{}'::jsonb")),
     PrimaryKeyConstraint("id", name="pk_conversations"),
     CheckConstraint("version >= 0", name="ck_conversations_version_not_negative"),
     # Not on updated_at: every append updates it, and an indexed column would
@@ -94,29 +103,28 @@ events = Table(
     # Global position: from a sequence, so it has gaps and is NOT commit
     # order. Readers of the global feed order by (transaction_id, position);
     # see store.postgres.feed for why.
-    Column("position", BigInteger, Identity(always=True), nullable=False),
+    required("position", BigInteger, Identity(always=True)),
     # No foreign key to `conversations`: every event is written under its
     # stream row's lock, and stream rows are never deleted (a deletion leaves
     # a tombstone), so the check could never fail — and it cost each append a
     # row-lock round inside the server (docs/storage.md, "What went").
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("version", BigInteger, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("version", BigInteger),
     # The event's type (`store.domain.events`), as an enum: 4 bytes, not its name
     # (migration 0015). Statements hand it as text; an assignment cast
     # converts it on insert.
-    Column("type", ENUM(*EVENT_TYPES, name="event_type", create_type=False), nullable=False),
+    required("type", ENUM(*EVENT_TYPES, name="event_type", create_type=False)),
     # The event; a message's body is stored here and only here (the views
     # reference it: docs/storage.md). `json`, not `jsonb`: the log keeps the
     # compact JSON it was given (validated, not re-encoded): smaller, and
     # returned as stored, where `jsonb` is rendered again at every read.
-    Column("data", JSON, nullable=False),
-    Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    required("data", JSON),
+    required("recorded_at", DateTime(timezone=True), server_default=text("now()")),
     # The writing transaction's id (xid8, stored as bigint: 64-bit xids fit
     # for the next few hundred years and bigint compares and indexes plainly).
-    Column(
+    required(
         "transaction_id",
         BigInteger,
-        nullable=False,
         server_default=text("(pg_current_xact_id()::text)::bigint"),
     ),
     # The stream's key is the optimistic-concurrency backstop (a second
@@ -130,13 +138,13 @@ events = Table(
 append_requests = Table(
     "append_requests",
     metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("idempotency_key", Text, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("idempotency_key", Text),
     # sha256 of the canonical JSON of the request's events: the same key
     # with different content is refused, not silently answered.
-    Column("request_hash", Text, nullable=False),
-    Column("first_version", BigInteger, nullable=False),
-    Column("last_version", BigInteger, nullable=False),
-    Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    required("request_hash", Text),
+    required("first_version", BigInteger),
+    required("last_version", BigInteger),
+    required("recorded_at", DateTime(timezone=True), server_default=text("now()")),
     PrimaryKeyConstraint("conversation_id", "idempotency_key", name="pk_append_requests"),
 )

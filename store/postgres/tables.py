@@ -32,7 +32,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
-    Column,
     DateTime,
     Index,
     Integer,
@@ -45,7 +44,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from store.domain.messages import ROLES
-from store.postgres.schema import metadata
+from store.postgres.schema import metadata, optional, required
 
 messages = Table(
     "messages",
@@ -55,24 +54,24 @@ messages = Table(
     # (`edit_version`): text is stored once (docs/storage.md).
     # In alignment order, fixed widths first (migration 0016): no padding
     # between columns.
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("event_version", BigInteger, nullable=False),
-    Column("edit_version", BigInteger, nullable=True),
-    Column("batch", Integer, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("seq", BigInteger),
+    required("event_version", BigInteger),
+    optional("edit_version", BigInteger),
+    required("batch", Integer),
     # 4 bytes, as `batch`: a conversation holds at most 2**31 - 1 messages
     # (`store.domain.commands`), so no role's ordinal needs more.
-    Column("role_ordinal", Integer, nullable=False),
-    Column("token_estimate", Integer, nullable=False),
-    Column("is_error", Boolean, nullable=False, server_default=text("false")),
+    required("role_ordinal", Integer),
+    required("token_estimate", Integer),
+    required("is_error", Boolean, server_default=text("false")),
     # Kept in the window by compaction (`message_pinned` events).
-    Column("pinned", Boolean, nullable=False, server_default=text("false")),
-    Column("sort_key", Numeric, nullable=False),
-    Column("role", Text, nullable=False),
-    Column("agent_id", Text, nullable=False),
-    Column("kind", Text, nullable=False),
-    Column("tool_call_id", Text, nullable=True),
-    Column("client_message_id", Text, nullable=True),
+    required("pinned", Boolean, server_default=text("false")),
+    required("sort_key", Numeric),
+    required("role", Text),
+    required("agent_id", Text),
+    required("kind", Text),
+    optional("tool_call_id", Text),
+    optional("client_message_id", Text),
     PrimaryKeyConstraint("conversation_id", "seq", name="pk_messages"),
     CheckConstraint(
         "role IN ('system', 'user', 'assistant', 'tool')", name="ck_messages_role_known"
@@ -114,18 +113,18 @@ messages = Table(
 batches = Table(
     "batches",
     metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("batch", Integer, nullable=False),
-    Column("boundary", Numeric, nullable=False),
-    Column("summary_seq", BigInteger, nullable=True),
-    Column("retained", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
-    Column("operation", Text, nullable=False),
-    Column("parameters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("event_version", BigInteger, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("batch", Integer),
+    required("boundary", Numeric),
+    optional("summary_seq", BigInteger),
+    required("retained", JSONB, server_default=text("'[]'::jsonb")),
+    required("operation", Text),
+    required("parameters", JSONB, server_default=text("'{}'::jsonb")),
+    required("started_at", DateTime(timezone=True)),
+    required("event_version", BigInteger),
     # The agent whose window the batch is; NULL: every agent's (the first
     # batch, and batches recorded before windows were per agent).
-    Column("agent_id", Text, nullable=True),
+    optional("agent_id", Text),
     PrimaryKeyConstraint("conversation_id", "batch", name="pk_batches"),
 )
 
@@ -134,25 +133,25 @@ batches = Table(
 batch_carried = Table(
     "batch_carried",
     metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("batch", Integer, nullable=False),
-    Column("sort_key", Numeric, nullable=False),
-    Column("seq", BigInteger, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("batch", Integer),
+    required("sort_key", Numeric),
+    required("seq", BigInteger),
     PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_carried"),
 )
 
 tool_calls = Table(
     "tool_calls",
     metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("call_id", Text, nullable=False),
-    Column("agent_id", Text, nullable=False),
-    Column("tool_name", Text, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("call_id", Text),
+    required("agent_id", Text),
+    required("tool_name", Text),
     # The arguments stay in the assistant message's event.
-    Column("assistant_seq", BigInteger, nullable=False),
-    Column("result_seq", BigInteger, nullable=True),
-    Column("status", Text, nullable=False),
-    Column("is_error", Boolean, nullable=False, server_default=text("false")),
+    required("assistant_seq", BigInteger),
+    optional("result_seq", BigInteger),
+    required("status", Text),
+    required("is_error", Boolean, server_default=text("false")),
     PrimaryKeyConstraint("conversation_id", "call_id", name="pk_tool_calls"),
     CheckConstraint("status IN ('pending', 'complete')", name="ck_tool_calls_status_known"),
     # No index names `status`, `result_seq` or `is_error`, the columns a
@@ -165,23 +164,23 @@ tool_calls = Table(
 agent_profiles = Table(
     "agent_profiles",
     metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("agent_id", Text, nullable=False),
-    Column("is_sub_agent", Boolean, nullable=False),
-    Column("system_prompt", Text, nullable=True),
-    Column("role_definition", Text, nullable=True),
-    Column("event_version", BigInteger, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("agent_id", Text),
+    required("is_sub_agent", Boolean),
+    optional("system_prompt", Text),
+    optional("role_definition", Text),
+    required("event_version", BigInteger),
     PrimaryKeyConstraint("conversation_id", "agent_id", name="pk_agent_profiles"),
 )
 
 context_slots = Table(
     "context_slots",
     metadata,
-    Column("conversation_id", UUID(as_uuid=True), nullable=False),
-    Column("agent_id", Text, nullable=False),
-    Column("slot", Text, nullable=False),
-    Column("value", JSONB, nullable=False),
-    Column("event_version", BigInteger, nullable=False),
+    required("conversation_id", UUID(as_uuid=True)),
+    required("agent_id", Text),
+    required("slot", Text),
+    required("value", JSONB),
+    required("event_version", BigInteger),
     PrimaryKeyConstraint("conversation_id", "agent_id", "slot", name="pk_context_slots"),
 )
 

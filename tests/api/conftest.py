@@ -120,6 +120,27 @@ async def new_conversation(client: httpx.AsyncClient, **body: Any) -> str:
     return str(response.json()["id"])
 
 
+async def run_batch_operation(
+    client: httpx.AsyncClient, cid: str, **operation: Any
+) -> httpx.Response:
+    """`POST /conversations/{cid}/batches` with `operation` as the body."""
+    return await client.post(f"/conversations/{cid}/batches", json=operation)
+
+
+async def summarise(
+    client: httpx.AsyncClient, cid: str, boundary_seq: int, summary: str
+) -> httpx.Response:
+    """A compaction by hand: a new batch from `boundary_seq` on, led by a
+    user message `summary`."""
+    return await run_batch_operation(
+        client,
+        cid,
+        operation="start_batch",
+        boundary_seq=boundary_seq,
+        summary={"role": "user", "content": summary},
+    )
+
+
 TOOL_TURN: list[dict[str, Any]] = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "list the files"},
@@ -131,6 +152,12 @@ TOOL_TURN: list[dict[str, Any]] = [
     {"role": "tool", "tool_call_id": "call_1", "content": "a.txt b.txt"},
     {"role": "assistant", "content": "a.txt and b.txt"},
 ]
+
+
+def assert_refused(response: httpx.Response, problem: str) -> None:
+    """A 422 whose detail names `problem` (a field, or what was wrong)."""
+    assert response.status_code == 422, response.text
+    assert problem in response.json()["detail"]
 
 
 def brief(response: httpx.Response) -> dict[str, str]:

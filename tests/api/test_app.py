@@ -7,7 +7,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from hosting.settings import Settings
-from tests.api.conftest import BASE_URL, MakeKey, brief
+from tests.api.conftest import BASE_URL, MakeKey, brief, summarise
 
 ROUTES = {
     ("get", "/conversations"),
@@ -138,14 +138,7 @@ async def test_an_agent_session_end_to_end(client: httpx.AsyncClient, make_key: 
     }
     assert (await client.get(f"{base}/tool-blocks", params={"pending_only": True})).json() == []
 
-    compacted = await client.post(
-        f"{base}/batches",
-        json={
-            "operation": "start_batch",
-            "boundary_seq": 4,
-            "summary": {"role": "user", "content": "The folder holds notes.md."},
-        },
-    )
+    compacted = await summarise(client, cid, 4, "The folder holds notes.md.")
     assert compacted.status_code == 201, compacted.text
     window = (await client.get(f"{base}/window")).json()
     assert [m["kind"] for m in window] == ["summary", "output"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from tests.api.conftest import TOOL_TURN, new_conversation
+from tests.api.conftest import TOOL_TURN, new_conversation, run_batch_operation
 
 MORE = [{"role": "user", "content": "thanks"}, {"role": "assistant", "content": "welcome"}]
 
@@ -26,15 +26,11 @@ async def _seqs(client: httpx.AsyncClient, cid: str, **params: Any) -> list[int]
     return [m["seq"] for m in response.json()]
 
 
-async def _run(client: httpx.AsyncClient, cid: str, **operation: Any) -> httpx.Response:
-    return await client.post(f"/conversations/{cid}/batches", json=operation)
-
-
 async def test_truncate_starts_a_batch_and_the_old_one_stays_readable(
     acme: httpx.AsyncClient,
 ) -> None:
     cid = await _session(acme)
-    response = await _run(acme, cid, operation="truncate", keep_last=2)
+    response = await run_batch_operation(acme, cid, operation="truncate", keep_last=2)
     assert response.status_code == 201, response.text
     result = response.json()
     assert result == {"conversation_id": cid, "version": 9, "batch": 2, "visible": 2}
@@ -46,20 +42,22 @@ async def test_a_boundary_inside_a_tool_block_is_refused_unless_adjusted(
     acme: httpx.AsyncClient,
 ) -> None:
     cid = await _session(acme)
-    refused = await _run(acme, cid, operation="start_batch", boundary_seq=4)
+    refused = await run_batch_operation(acme, cid, operation="start_batch", boundary_seq=4)
     assert refused.status_code == 422
     assert refused.json()["type"] == "BoundaryError"
     assert "call_1" in refused.json()["detail"]
     assert (await acme.get(f"/conversations/{cid}")).json()["current_batch"] == 1
 
-    adjusted = await _run(acme, cid, operation="start_batch", boundary_seq=4, adjust=True)
+    adjusted = await run_batch_operation(
+        acme, cid, operation="start_batch", boundary_seq=4, adjust=True
+    )
     assert adjusted.status_code == 201, adjusted.text
     assert 3 in await _seqs(acme, cid)  # the call moved in with its result
 
 
 async def test_start_batch_with_a_summary(acme: httpx.AsyncClient) -> None:
     cid = await _session(acme)
-    response = await _run(
+    response = await run_batch_operation(
         acme,
         cid,
         operation="start_batch",
@@ -79,22 +77,22 @@ async def test_start_batch_with_a_summary(acme: httpx.AsyncClient) -> None:
 
 async def test_filter_clear_insert_and_rollback(acme: httpx.AsyncClient) -> None:
     cid = await _session(acme)
-    filtered = await _run(acme, cid, operation="filter", roles=["system", "user"])
+    filtered = await run_batch_operation(acme, cid, operation="filter", roles=["system", "user"])
     assert filtered.status_code == 201, filtered.text
     assert await _seqs(acme, cid) == [1, 2, 6]
 
-    cleared = await _run(acme, cid, operation="clear", keep_system=True)
+    cleared = await run_batch_operation(acme, cid, operation="clear", keep_system=True)
     assert cleared.status_code == 201
     assert await _seqs(acme, cid) == [1]
 
-    inserted = await _run(
+    inserted = await run_batch_operation(
         acme, cid, operation="insert", position=1, messages=[{"role": "user", "content": "hi"}]
     )
     assert inserted.status_code == 201, inserted.text
     assert inserted.json()["batch"] == 4
     assert await _seqs(acme, cid) == [1, 8]
 
-    rolled = await _run(acme, cid, operation="rollback_to_batch", batch=1)
+    rolled = await run_batch_operation(acme, cid, operation="rollback_to_batch", batch=1)
     assert rolled.status_code == 201
     assert rolled.json()["batch"] == 5
     assert await _seqs(acme, cid) == [1, 2, 3, 4, 5, 6, 7]
@@ -113,20 +111,22 @@ async def test_filter_clear_insert_and_rollback(acme: httpx.AsyncClient) -> None
 
 async def test_batch_operation_errors(acme: httpx.AsyncClient) -> None:
     cid = await _session(acme)
-    unknown = await _run(acme, cid, operation="shuffle")
+    unknown = await run_batch_operation(acme, cid, operation="shuffle")
     assert unknown.status_code == 422
     assert unknown.json()["type"] == "ValidationError"
     assert "shuffle" in unknown.json()["detail"]
 
-    no_batch = await _run(acme, cid, operation="rollback_to_batch", batch=9)
+    no_batch = await run_batch_operation(acme, cid, operation="rollback_to_batch", batch=9)
     assert no_batch.status_code == 422
     assert no_batch.json()["detail"] == ("there is no batch 9 to roll back to: batches are 1..1")
 
-    stale = await _run(acme, cid, operation="clear", expected_version=1)
+    stale = await run_batch_operation(acme, cid, operation="clear", expected_version=1)
     assert stale.status_code == 409
     assert (stale.json()["expected"], stale.json()["actual"]) == (1, 8)
 
-    not_adjustable = await _run(acme, cid, operation="insert", position=0, messages=[], adjust=True)
+    not_adjustable = await run_batch_operation(
+        acme, cid, operation="insert", position=0, messages=[], adjust=True
+    )
     assert not_adjustable.status_code == 422
     assert "body.insert.adjust" in not_adjustable.json()["detail"]
     assert len(await _seqs(acme, cid)) == 7
@@ -164,7 +164,7 @@ async def test_a_body_is_refused_as_its_value_is(acme: httpx.AsyncClient) -> Non
         },
     }
     for message, body in refusals.items():
-        response = await _run(acme, cid, **body)
+        response = await run_batch_operation(acme, cid, **body)
         assert response.status_code == 422, body
         assert response.json()["type"] == "ValidationError"
         assert message in response.json()["detail"]
@@ -175,7 +175,7 @@ async def test_what_needs_the_conversation_is_refused_when_it_runs(
     acme: httpx.AsyncClient,
 ) -> None:
     cid = await _session(acme)  # messages 1..7
-    past_the_end = await _run(acme, cid, operation="start_batch", boundary_seq=9)
+    past_the_end = await run_batch_operation(acme, cid, operation="start_batch", boundary_seq=9)
     assert past_the_end.status_code == 422
     error = past_the_end.json()
     assert (error["type"], error["detail"]) == (
@@ -183,7 +183,7 @@ async def test_what_needs_the_conversation_is_refused_when_it_runs(
         "start_batch boundary_seq 9 is past the end of the conversation: it must "
         "be between 1 and 8 (the next message's seq)",
     )
-    outside = await _run(
+    outside = await run_batch_operation(
         acme, cid, operation="insert", position=8, messages=[{"role": "user", "content": "x"}]
     )
     assert outside.status_code == 422

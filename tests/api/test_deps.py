@@ -125,25 +125,22 @@ async def test_ids_are_unique_per_tenant_and_tell_nothing_of_other_tenants(
 
 @pytest.mark.parametrize("bad", ["", "a" * 201, "line\nbreak", " padded"])
 async def test_ids_that_are_not_printable_strings_are_refused_with_422(
-    client: httpx.AsyncClient, key: str, bad: str
+    acme: httpx.AsyncClient, bad: str
 ) -> None:
-    client.headers.update(auth(key))
-    response = await client.post("/conversations", json={"id": bad})
+    response = await acme.post("/conversations", json={"id": bad})
     assert response.status_code == 422, response.text
 
 
 @pytest.mark.parametrize("chosen", ["team/alice", "会话 42", "user-123", "a?b#c%d"])
 async def test_any_printable_id_is_addressable_over_http(
-    client: httpx.AsyncClient, key: str, chosen: str
+    acme: httpx.AsyncClient, chosen: str
 ) -> None:
-    client.headers.update(auth(key))
-    created = await client.post("/conversations", json={"id": chosen})
-    assert created.status_code == 201, created.text
+    assert await new_conversation(acme, id=chosen) == chosen
     path = "/conversations/" + quote(chosen, safe="")
-    appended = await client.post(
+    appended = await acme.post(
         f"{path}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
     )
     assert appended.status_code in (200, 201), appended.text
     assert appended.json()["conversation_id"] == chosen
-    got = (await client.get(path)).json()
+    got = (await acme.get(path)).json()
     assert (got["id"], got["version"]) == (chosen, 2)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from store.repository.export import LINE_TYPES, PAGE_SIZE
-from tests.api.conftest import TOOL_TURN, auth, new_conversation
+from tests.api.conftest import TOOL_TURN, auth, new_conversation, summarise
 
 
 def lines(response: httpx.Response) -> list[dict[str, Any]]:
@@ -70,14 +70,7 @@ async def test_every_line_is_typed_so_user_input_and_system_text_never_mix(
 async def test_a_compaction_summary_is_typed_summary(acme: httpx.AsyncClient) -> None:
     cid = await new_conversation(acme)
     await append(acme, cid, TOOL_TURN)
-    response = await acme.post(
-        f"/conversations/{cid}/batches",
-        json={
-            "operation": "start_batch",
-            "boundary_seq": 6,
-            "summary": {"role": "user", "content": "They listed files."},
-        },
-    )
+    response = await summarise(acme, cid, 6, "They listed files.")
     assert response.status_code in (200, 201), response.text
     *_, summary = lines(await acme.get(f"/conversations/{cid}/export"))
     assert (summary["seq"], summary["type"], summary["batch"]) == (6, "summary", 2)

@@ -17,19 +17,20 @@ def helper(text: str, role: Role = "user") -> Message:
     return Message(role=role, content=text, agent_id="helper")
 
 
-async def _two_agents(repository: Repository, cid: str) -> None:
+@pytest.fixture
+async def two_agents(repository: Repository, conversation_id: str) -> str:
     """Seqs 1-2 main, 3-4 helper, 5-6 main, 7 helper."""
-    await append_texts(repository, cid, "U", "A")
-    await repository.append_messages(cid, [helper("h3"), helper("h4", "assistant")])
-    await append_texts(repository, cid, "U", "A")
-    await repository.append_messages(cid, [helper("h7")])
+    await append_texts(repository, conversation_id, "U", "A")
+    await repository.append_messages(conversation_id, [helper("h3"), helper("h4", "assistant")])
+    await append_texts(repository, conversation_id, "U", "A")
+    await repository.append_messages(conversation_id, [helper("h7")])
+    return conversation_id
 
 
 async def test_compacting_main_leaves_a_sub_agents_window_and_payload_unchanged(
-    repository: Repository, conversation_id: str
+    repository: Repository, two_agents: str
 ) -> None:
-    cid = conversation_id
-    await _two_agents(repository, cid)
+    cid = two_agents
     await repository.update_slot(cid, "role_definition", "You search.", agent_id="helper")
     before = await repository.assemble(cid, agent_id="helper")
     helper_window = await repository.visible_window(cid, agent_id="helper")
@@ -48,10 +49,9 @@ async def test_compacting_main_leaves_a_sub_agents_window_and_payload_unchanged(
 
 
 async def test_each_agents_messages_join_its_own_window(
-    repository: Repository, conversation_id: str
+    repository: Repository, two_agents: str
 ) -> None:
-    cid = conversation_id
-    await _two_agents(repository, cid)
+    cid = two_agents
     await repository.clear(cid, keep_system=False, agent_id="helper")  # batch 2: helper's
 
     appended = await repository.append_messages(cid, [user("u8"), helper("h9")])
@@ -83,10 +83,9 @@ async def test_each_agents_messages_join_its_own_window(
 
 
 async def test_every_earlier_batch_of_every_agent_stays_readable(
-    repository: Repository, conversation_id: str
+    repository: Repository, two_agents: str
 ) -> None:
-    cid = conversation_id
-    await _two_agents(repository, cid)
+    cid = two_agents
     first = await repository.visible_window(cid, batch=1)
     await repository.truncate(cid, keep_last=1, agent_id="helper")  # batch 2
     await repository.start_batch(cid, 6)  # batch 3: main's
@@ -108,10 +107,9 @@ async def test_every_earlier_batch_of_every_agent_stays_readable(
 
 
 async def test_rollback_is_to_one_of_the_agents_own_batches(
-    repository: Repository, conversation_id: str
+    repository: Repository, two_agents: str
 ) -> None:
-    cid = conversation_id
-    await _two_agents(repository, cid)
+    cid = two_agents
     await repository.clear(cid, agent_id="helper")  # 2: helper's
     await repository.clear(cid)  # 3: main's
 
@@ -127,10 +125,9 @@ async def test_rollback_is_to_one_of_the_agents_own_batches(
 
 
 async def test_inserted_and_summary_messages_belong_to_the_operations_agent(
-    repository: Repository, conversation_id: str
+    repository: Repository, two_agents: str
 ) -> None:
-    cid = conversation_id
-    await _two_agents(repository, cid)
+    cid = two_agents
 
     await repository.insert(cid, 1, [user("between")], agent_id="helper")
     with pytest.raises(InvalidMessage, match="agent 'main'"):

@@ -329,11 +329,17 @@ async def test_client_message_id_retry_returns_the_original(
     assert (await repository.get_conversation(conversation_id)).version == 3
 
 
-async def test_client_message_id_with_other_content_conflicts(
-    repository: Repository, conversation_id: str
-) -> None:
+@pytest.fixture
+async def m1_stored(repository: Repository, conversation_id: str) -> Snapshot:
+    """The conversation after "hi" was stored as client message `m1`."""
     await repository.append_messages(conversation_id, [user("hi", client_message_id="m1")])
-    before = await Snapshot.take(repository, conversation_id)
+    return await Snapshot.take(repository, conversation_id)
+
+
+async def test_client_message_id_with_other_content_conflicts(
+    repository: Repository, conversation_id: str, m1_stored: Snapshot
+) -> None:
+    before = m1_stored
 
     with pytest.raises(IdempotencyConflict, match="m1"):
         await repository.append_messages(conversation_id, [user("bye", client_message_id="m1")])
@@ -341,10 +347,9 @@ async def test_client_message_id_with_other_content_conflicts(
 
 
 async def test_a_partly_stored_retry_conflicts(
-    repository: Repository, conversation_id: str
+    repository: Repository, conversation_id: str, m1_stored: Snapshot
 ) -> None:
-    await repository.append_messages(conversation_id, [user("hi", client_message_id="m1")])
-    before = await Snapshot.take(repository, conversation_id)
+    before = m1_stored
 
     with pytest.raises(IdempotencyConflict, match="already stored and others are not"):
         await repository.append_messages(
@@ -359,10 +364,9 @@ async def test_a_partly_stored_retry_conflicts(
 
 
 async def test_a_client_message_id_is_used_once(
-    repository: Repository, conversation_id: str
+    repository: Repository, conversation_id: str, m1_stored: Snapshot
 ) -> None:
-    await repository.append_messages(conversation_id, [user("hi", client_message_id="m1")])
-    before = await Snapshot.take(repository, conversation_id)
+    before = m1_stored
 
     with pytest.raises(IdempotencyConflict):  # twice in one append
         await repository.append_messages(

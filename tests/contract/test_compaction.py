@@ -32,7 +32,8 @@ from tests.contract.conftest import (
 )
 
 
-def _tenant_repository(make_repository: RepositoryFactory) -> Repository:
+@pytest.fixture
+def repository(make_repository: RepositoryFactory) -> Repository:
     # The job looks at a whole tenant: each test has its own.
     return make_repository(tenant=f"compaction-{uuid.uuid4().hex[:10]}")
 
@@ -75,10 +76,7 @@ class Answering:
         return self.text
 
 
-async def test_a_long_window_gets_a_new_batch_led_by_a_summary(
-    make_repository: RepositoryFactory,
-) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_a_long_window_gets_a_new_batch_led_by_a_summary(repository: Repository) -> None:
     cid = await _conversation(repository)  # 41 messages
     policy = CompactionPolicy(max_messages=20, keep_last={"user": 1})
     report = await CompactionJob(repository, policy).run()
@@ -110,9 +108,8 @@ async def test_a_long_window_gets_a_new_batch_led_by_a_summary(
 
 
 async def test_candidates_are_the_conversations_over_a_threshold(
-    make_repository: RepositoryFactory,
+    make_repository: RepositoryFactory, repository: Repository
 ) -> None:
-    repository = _tenant_repository(make_repository)
     long_one = await _conversation(repository, turns=10)
     await _conversation(repository, turns=2)  # 9 messages
     archived = await _conversation(repository, turns=10)
@@ -132,8 +129,7 @@ async def test_candidates_are_the_conversations_over_a_threshold(
     assert none == []
 
 
-async def test_candidates_page_through_the_tenant(make_repository: RepositoryFactory) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_candidates_page_through_the_tenant(repository: Repository) -> None:
     made = [await _conversation(repository, turns=3) for _ in range(7)]
     job = CompactionJob(repository, CompactionPolicy(max_messages=5))
     from store.compaction.candidates import find_candidates
@@ -148,8 +144,7 @@ async def test_candidates_page_through_the_tenant(make_repository: RepositoryFac
     assert len(await job.candidates(limit=4)) == 4
 
 
-async def test_a_pending_call_is_never_hidden(make_repository: RepositoryFactory) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_a_pending_call_is_never_hidden(repository: Repository) -> None:
     cid = (await repository.create_conversation()).id
     await repository.append_messages(
         cid,
@@ -170,10 +165,7 @@ async def test_a_pending_call_is_never_hidden(make_repository: RepositoryFactory
     assert_blocks_complete(await repository.visible_window(cid, agent_id="main"))
 
 
-async def test_a_pending_first_call_leaves_nothing_to_compact(
-    make_repository: RepositoryFactory,
-) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_a_pending_first_call_leaves_nothing_to_compact(repository: Repository) -> None:
     cid = (await repository.create_conversation()).id
     await repository.append_messages(
         cid,
@@ -198,9 +190,8 @@ async def test_a_pending_first_call_leaves_nothing_to_compact(
     ids=["raises", "empty", "too-long"],
 )
 async def test_a_failed_summary_changes_nothing(
-    make_repository: RepositoryFactory, summarizer: object, reason: str
+    repository: Repository, summarizer: object, reason: str
 ) -> None:
-    repository = _tenant_repository(make_repository)
     cid = await _conversation(repository)
     before = await Snapshot.take(repository, cid)
     policy = CompactionPolicy(max_messages=20, max_summary_chars=100)
@@ -213,9 +204,7 @@ async def test_a_failed_summary_changes_nothing(
     assert await Snapshot.take(repository, cid) == before
 
 
-async def test_a_slow_summary_times_out_and_changes_nothing(
-    make_repository: RepositoryFactory,
-) -> None:
+async def test_a_slow_summary_times_out_and_changes_nothing(repository: Repository) -> None:
     class Slow:
         async def summarize(
             self, messages: Sequence[StoredMessage], *, conversation_id: str, agent_id: str
@@ -223,7 +212,6 @@ async def test_a_slow_summary_times_out_and_changes_nothing(
             await asyncio.sleep(10)
             return "late"
 
-    repository = _tenant_repository(make_repository)
     cid = await _conversation(repository)
     before = await Snapshot.take(repository, cid)
     job = CompactionJob(
@@ -234,8 +222,7 @@ async def test_a_slow_summary_times_out_and_changes_nothing(
     assert await Snapshot.take(repository, cid) == before
 
 
-async def test_a_dry_run_changes_nothing(make_repository: RepositoryFactory) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_a_dry_run_changes_nothing(repository: Repository) -> None:
     cid = await _conversation(repository)
     before = await Snapshot.take(repository, cid)
     policy = CompactionPolicy(max_messages=20)
@@ -257,10 +244,7 @@ async def test_a_dry_run_changes_nothing(make_repository: RepositoryFactory) -> 
     )
 
 
-async def test_two_jobs_at_once_compact_each_conversation_once(
-    make_repository: RepositoryFactory,
-) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_two_jobs_at_once_compact_each_conversation_once(repository: Repository) -> None:
     made = [await _conversation(repository) for _ in range(6)]
     policy = CompactionPolicy(max_messages=20)
     first, second = await asyncio.gather(
@@ -275,10 +259,7 @@ async def test_two_jobs_at_once_compact_each_conversation_once(
         assert len(await repository.batches(cid)) == 2
 
 
-async def test_a_claimed_conversation_is_left_to_its_claimant(
-    make_repository: RepositoryFactory,
-) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_a_claimed_conversation_is_left_to_its_claimant(repository: Repository) -> None:
     cid = await _conversation(repository)
     job = CompactionJob(repository, CompactionPolicy(max_messages=20))
     name = f"compaction\x1f{repository.tenant}\x1f{cid}"
@@ -292,9 +273,8 @@ async def test_a_claimed_conversation_is_left_to_its_claimant(
 
 
 async def test_compacting_main_leaves_a_sub_agents_payload_unchanged(
-    make_repository: RepositoryFactory,
+    repository: Repository,
 ) -> None:
-    repository = _tenant_repository(make_repository)
     cid = (await repository.create_conversation()).id
     await repository.configure_agent(
         cid,
@@ -321,8 +301,7 @@ async def test_compacting_main_leaves_a_sub_agents_payload_unchanged(
     assert any(m.kind == MessageKind.SUMMARY for m in main)
 
 
-async def test_keep_last_and_pinned_messages_stay(make_repository: RepositoryFactory) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_keep_last_and_pinned_messages_stay(repository: Repository) -> None:
     cid = await _conversation(repository)
     await repository.pin_message(cid, 6)  # "request 1"
     policy = CompactionPolicy(max_messages=20, keep_last={"tool": 4})
@@ -336,10 +315,7 @@ async def test_keep_last_and_pinned_messages_stay(make_repository: RepositoryFac
     assert_blocks_complete(window)
 
 
-async def test_a_second_compaction_folds_the_first_summary_in(
-    make_repository: RepositoryFactory,
-) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_a_second_compaction_folds_the_first_summary_in(repository: Repository) -> None:
     cid = await _conversation(repository)
     policy = CompactionPolicy(max_messages=20)
     job = CompactionJob(repository, policy, summarizer=ExtractiveSummarizer())
@@ -353,8 +329,9 @@ async def test_a_second_compaction_folds_the_first_summary_in(
     assert "Before that: Summary of" in summaries[0].text
 
 
-async def test_named_conversations_are_reported_each(make_repository: RepositoryFactory) -> None:
-    repository = _tenant_repository(make_repository)
+async def test_named_conversations_are_reported_each(
+    make_repository: RepositoryFactory, repository: Repository
+) -> None:
     long_one = await _conversation(repository)
     short_one = await _conversation(repository, turns=1)
     other = make_repository(tenant=f"other-{uuid.uuid4().hex[:8]}")

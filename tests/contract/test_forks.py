@@ -22,23 +22,28 @@ def helper(text: str) -> Message:
     return Message(role="user", content=text, agent_id="helper")
 
 
-async def _parent(repository: Repository, cid: str) -> None:
+@pytest.fixture
+async def parent(repository: Repository, conversation_id: str) -> str:
     """1 U, 2 A[c1], 3 T(c1), 4 helper U, 5 U (edited), 6 A[c2], 7 T(c2); 1 pinned."""
-    await repository.configure_agent(cid, AgentProfile(system_prompt="You code."))
-    await repository.update_slot(cid, "todo", [TodoItem(id="1", content="fix", status="pending")])
-    await append_texts(repository, cid, "U")
-    await repository.append_messages(cid, [assistant("", call("c1")), tool("c1", "a.txt")])
-    await repository.append_messages(cid, [helper("h4")])
-    await append_texts(repository, cid, "U")
-    await repository.replace(cid, 5, "U5, edited")
-    await repository.append_messages(cid, [assistant("", call("c2"))])
-    await repository.append_messages(cid, [tool("c2", "late")])
-    await repository.pin_message(cid, 1)
+    await repository.configure_agent(conversation_id, AgentProfile(system_prompt="You code."))
+    await repository.update_slot(
+        conversation_id, "todo", [TodoItem(id="1", content="fix", status="pending")]
+    )
+    await append_texts(repository, conversation_id, "U")
+    await repository.append_messages(
+        conversation_id, [assistant("", call("c1")), tool("c1", "a.txt")]
+    )
+    await repository.append_messages(conversation_id, [helper("h4")])
+    await append_texts(repository, conversation_id, "U")
+    await repository.replace(conversation_id, 5, "U5, edited")
+    await repository.append_messages(conversation_id, [assistant("", call("c2"))])
+    await repository.append_messages(conversation_id, [tool("c2", "late")])
+    await repository.pin_message(conversation_id, 1)
+    return conversation_id
 
 
-async def test_a_fork_reads_as_its_parent_did(repository: Repository, conversation_id: str) -> None:
-    cid = conversation_id
-    await _parent(repository, cid)
+async def test_a_fork_reads_as_its_parent_did(repository: Repository, parent: str) -> None:
+    cid = parent
 
     fork = await repository.fork(cid, new_conversation_id=f"{cid}-fork", metadata={"from": cid})
 
@@ -64,10 +69,9 @@ async def test_a_fork_reads_as_its_parent_did(repository: Repository, conversati
 
 
 async def test_a_fork_up_to_a_seq_has_that_history_and_its_calls_are_pending(
-    repository: Repository, conversation_id: str
+    repository: Repository, parent: str
 ) -> None:
-    cid = conversation_id
-    await _parent(repository, cid)
+    cid = parent
 
     fork = await repository.fork(cid, up_to_seq=6)
 
@@ -82,12 +86,11 @@ async def test_a_fork_up_to_a_seq_has_that_history_and_its_calls_are_pending(
 
 
 async def test_a_fork_keeps_each_agents_window_as_the_parent_showed_it(
-    repository: Repository, conversation_id: str
+    repository: Repository, parent: str
 ) -> None:
     """A compacted parent's fork is compacted the same way: the fork's
     payload is the parent's, not its whole history."""
-    cid = conversation_id
-    await _parent(repository, cid)
+    cid = parent
     await repository.start_batch(cid, 5, retain=[1])  # main: 1, then 5 on
     await repository.append_messages(cid, [helper("h8"), Message(role="user", content="U9")])
     await repository.truncate(cid, keep_last=1, agent_id="helper")  # helper: h8 only
@@ -124,10 +127,9 @@ async def test_a_fork_keeps_each_agents_window_as_the_parent_showed_it(
 
 
 async def test_a_fork_of_one_agent_has_only_its_messages(
-    repository: Repository, conversation_id: str
+    repository: Repository, parent: str
 ) -> None:
-    cid = conversation_id
-    await _parent(repository, cid)
+    cid = parent
     await repository.update_slot(cid, "role_definition", "You search.", agent_id="helper")
 
     fork = await repository.fork(cid, agent_id="helper")
@@ -141,10 +143,9 @@ async def test_a_fork_of_one_agent_has_only_its_messages(
 
 
 async def test_fork_and_parent_are_independent_afterwards(
-    repository: Repository, conversation_id: str
+    repository: Repository, parent: str
 ) -> None:
-    cid = conversation_id
-    await _parent(repository, cid)
+    cid = parent
     fork = await repository.fork(cid)
 
     await repository.append_messages(cid, [Message(role="user", content="parent only")])
@@ -158,11 +159,8 @@ async def test_fork_and_parent_are_independent_afterwards(
     assert seqs(await repository.visible_window(fork.id)) == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
-async def test_a_fork_of_a_fork_and_a_deleted_parent(
-    repository: Repository, conversation_id: str
-) -> None:
-    cid = conversation_id
-    await _parent(repository, cid)
+async def test_a_fork_of_a_fork_and_a_deleted_parent(repository: Repository, parent: str) -> None:
+    cid = parent
     fork = await repository.fork(cid, up_to_seq=5)
     await repository.append_messages(fork.id, [Message(role="user", content="fork 6")])
     grandchild = await repository.fork(fork.id)

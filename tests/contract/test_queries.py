@@ -113,27 +113,25 @@ async def test_tool_blocks_and_pending_only(repository: Repository, conversation
             tool("call-1", "found a"),
         ],
     )
+    # Both calls are the main agent's, made by message 2, neither an error (yet).
+    made = {"agent_id": "main", "assistant_seq": 2, "is_error": False}
     blocks = await repository.tool_blocks(conversation_id)
     assert blocks == [
         ToolBlock(
             call_id="call-1",
             tool_name="search",
             arguments={"q": "a"},
-            agent_id="main",
-            assistant_seq=2,
             result_seq=3,
             status="complete",
-            is_error=False,
+            **made,
         ),
         ToolBlock(
             call_id="call-2",
             tool_name="fetch",
             arguments={"url": "u"},
-            agent_id="main",
-            assistant_seq=2,
             result_seq=None,
             status="pending",
-            is_error=False,
+            **made,
         ),
     ]
     pending = await repository.tool_blocks(conversation_id, pending_only=True)

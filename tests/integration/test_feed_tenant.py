@@ -13,6 +13,7 @@ import asyncio
 from datetime import timedelta
 
 import httpx
+import pytest
 
 from api.app import create_app
 from api.deps import Services
@@ -29,6 +30,16 @@ from tests.integration.conftest import FEED_PATIENCE, read_feed_until
 from tests.integration.test_log_concurrency import HoldingStorage
 
 BASE_URL = "http://convo.test"
+
+
+@pytest.fixture
+def acme(storage: PostgresStorage) -> Repository:
+    return Repository(storage, tenant="acme")
+
+
+@pytest.fixture
+def globex(storage: PostgresStorage) -> Repository:
+    return Repository(storage, tenant="globex")
 
 
 def user(text: str) -> Message:
@@ -72,10 +83,8 @@ async def held_write(
 
 
 async def test_a_tenants_feed_never_skips_an_event_that_commits_late(
-    storage: PostgresStorage,
+    storage: PostgresStorage, acme: Repository, globex: Repository
 ) -> None:
-    acme = Repository(storage, tenant="acme")
-    globex = Repository(storage, tenant="globex")
     early = (await acme.create_conversation()).id
     late = (await acme.create_conversation()).id
     theirs = (await globex.create_conversation()).id
@@ -106,10 +115,8 @@ async def test_a_tenants_feed_never_skips_an_event_that_commits_late(
 
 
 async def test_a_quiet_tenant_moves_past_other_tenants_events_in_bounded_pages(
-    storage: PostgresStorage,
+    acme: Repository, globex: Repository
 ) -> None:
-    acme = Repository(storage, tenant="acme")
-    globex = Repository(storage, tenant="globex")
     theirs = (await globex.create_conversation()).id
     for i in range(5):
         await globex.append_messages(theirs, [user(f"g{i}a"), user(f"g{i}b"), user(f"g{i}c")])
@@ -154,13 +161,12 @@ def expected_page(
     return mine, checkpoint(last), len(scanned) >= scan_limit(limit) or len(mine) >= limit
 
 
-async def test_every_page_of_a_tenants_feed_follows_the_rule(storage: PostgresStorage) -> None:
+async def test_every_page_of_a_tenants_feed_follows_the_rule(
+    storage: PostgresStorage, acme: Repository, globex: Repository
+) -> None:
     # Runs of each tenant's events of every length from 1 to 5, so that pages
     # of every small limit start, fill up and stop on either tenant's events.
-    tenants = {
-        "acme": Repository(storage, tenant="acme"),
-        "globex": Repository(storage, tenant="globex"),
-    }
+    tenants = {"acme": acme, "globex": globex}
     streams = {name: (await r.create_conversation()).id for name, r in tenants.items()}
     for run, name in enumerate(["acme", "globex", "globex", "acme", "globex", "acme"] * 2):
         count = run % 5 + 1
@@ -191,7 +197,7 @@ async def test_every_page_of_a_tenants_feed_follows_the_rule(storage: PostgresSt
 
 
 async def test_the_live_tail_never_skips_a_late_commit_nor_shows_another_tenant(
-    storage: PostgresStorage, settings: Settings
+    storage: PostgresStorage, settings: Settings, acme: Repository, globex: Repository
 ) -> None:
     keys = MemoryKeys()
     acme_key, globex_key = keys.create("acme", "t"), keys.create("globex", "t")
@@ -199,8 +205,6 @@ async def test_the_live_tail_never_skips_a_late_commit_nor_shows_another_tenant(
         settings,
         services=Services(storage=storage, tenant_for_key=keys.tenant_for_key, limits=Limits()),
     )
-    acme = Repository(storage, tenant="acme")
-    globex = Repository(storage, tenant="globex")
     early = (await acme.create_conversation()).id
     late = (await acme.create_conversation()).id
     theirs = (await globex.create_conversation()).id
@@ -233,9 +237,9 @@ async def test_the_live_tail_never_skips_a_late_commit_nor_shows_another_tenant(
     assert [e["data"]["conversation_id"] for e in others.events()] == [str(theirs)]
 
 
-async def test_changed_conversations_by_time_and_tenant(storage: PostgresStorage) -> None:
-    acme = Repository(storage, tenant="acme")
-    globex = Repository(storage, tenant="globex")
+async def test_changed_conversations_by_time_and_tenant(
+    acme: Repository, globex: Repository
+) -> None:
     old = await acme.create_conversation()
     await globex.create_conversation()
     gone = await acme.create_conversation()
@@ -257,7 +261,7 @@ async def test_changed_conversations_by_time_and_tenant(storage: PostgresStorage
 
 
 async def test_the_http_feed_pages_over_postgres(
-    storage: PostgresStorage, settings: Settings
+    storage: PostgresStorage, settings: Settings, acme: Repository
 ) -> None:
     keys = MemoryKeys()
     key = keys.create("acme", "t")
@@ -265,7 +269,6 @@ async def test_the_http_feed_pages_over_postgres(
         settings,
         services=Services(storage=storage, tenant_for_key=keys.tenant_for_key, limits=Limits()),
     )
-    acme = Repository(storage, tenant="acme")
     cid = (await acme.create_conversation()).id
     await acme.append_messages(cid, [user(f"m{i}") for i in range(5)])
     await read_on(acme, FeedPosition.start(), 6)

@@ -94,16 +94,7 @@ async def test_a_page_of_conversations_is_an_index_range(
 ) -> None:
     for _ in range(3):
         await repository.create_conversation()
-    statement = sql.list_conversations(
-        newest=True,
-        metadata=False,
-        archived=None,
-        created_from=False,
-        created_to=False,
-        updated_from=False,
-        updated_to=False,
-        after=False,
-    )
+    statement = sql.list_conversations(newest=True)  # no filter, the first page
     async with storage.pool.connection() as conn:
         # A three-row table is read whole whatever the indexes: ask whether
         # the order can come from the index at all.

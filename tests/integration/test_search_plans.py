@@ -9,12 +9,11 @@ built here where the server has pg_trgm."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
-from bench.search import Corpus, conversation_key, load_corpus, tenant_of
+from bench.search import MID_JANUARY, Corpus, conversation_key, load_corpus, tenant_of
 from hosting.settings import Settings, libpq_url
 from store.domain.search import SearchQuery, search_query
 from store.postgres import search_indexes
@@ -29,11 +28,7 @@ BIG_TABLES = {"events", "messages", "tool_calls"}
 
 
 def _forms(corpus: Corpus) -> dict[str, SearchQuery]:
-    rare, mid, common = corpus.word(20_000), corpus.word(2_000), corpus.word(50)
-    january = {
-        "recorded_from": datetime(2026, 1, 10, tzinfo=UTC),
-        "recorded_to": datetime(2026, 1, 20, tzinfo=UTC),
-    }
+    rare, mid, common = corpus.searched_words()
     return {
         "text": search_query(q=mid),
         "text, rare": search_query(q=rare),
@@ -44,7 +39,7 @@ def _forms(corpus: Corpus) -> dict[str, SearchQuery]:
         "text + role + kind + agent": search_query(
             q=mid, role="user", kind="input", agent_id="main"
         ),
-        "text + time range": search_query(q=mid, **january),
+        "text + time range": search_query(q=mid, **MID_JANUARY),
         "text + conversation": search_query(q=mid, conversation_id=conversation_key(4)),
         "text + metadata": search_query(q=mid, metadata={"project": "p4"}),
         "text + tool": search_query(q=mid, tool_name="grep"),

@@ -17,17 +17,29 @@ def test_version() -> None:
     assert result.stdout.startswith("convo-store ")
 
 
+def config_shown(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]) -> str:
+    """What `convo config` prints, wide enough for every row, with `environment` set."""
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    result = runner.invoke(app, ["config"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 def test_config_lists_every_setting_and_hides_the_password(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("DATABASE_URL", "postgresql://convo:s3cret@db.example/convo")
-    monkeypatch.setenv("CONVO_LOCK_TIMEOUT_MS", "1234")
-    result = runner.invoke(app, ["config"], env={"COLUMNS": "250"})
-    assert result.exit_code == 0, result.output
+    shown = config_shown(
+        monkeypatch,
+        {
+            "DATABASE_URL": "postgresql://convo:s3cret@db.example/convo",
+            "CONVO_LOCK_TIMEOUT_MS": "1234",
+        },
+    )
     for variable, _, _ in VARIABLES:
-        assert variable in result.stdout
-    assert "1234" in result.stdout
-    assert "s3cret" not in result.stdout
+        assert variable in shown
+    assert "1234" in shown
+    assert "s3cret" not in shown
 
 
 def test_every_setting_is_listed() -> None:
@@ -45,10 +57,9 @@ def test_config_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_config_prints_the_effective_values_of_the_new_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("CONVO_POOL_SIZE", "25")
-    monkeypatch.setenv("CONVO_CORS_ORIGINS", "https://a.example")
-    result = runner.invoke(app, ["config"], env={"COLUMNS": "250"})
-    assert result.exit_code == 0, result.output
-    row = next(line for line in result.stdout.splitlines() if "CONVO_POOL_SIZE" in line)
+    shown = config_shown(
+        monkeypatch, {"CONVO_POOL_SIZE": "25", "CONVO_CORS_ORIGINS": "https://a.example"}
+    )
+    row = next(line for line in shown.splitlines() if "CONVO_POOL_SIZE" in line)
     assert "25" in row
-    assert "https://a.example" in result.stdout
+    assert "https://a.example" in shown

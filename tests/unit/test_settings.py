@@ -15,6 +15,13 @@ from store.postgres import PostgresStorage
 from store.postgres.group_commit import WRITERS
 
 
+def settings_from(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]) -> Settings:
+    """The settings read with `environment` set."""
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    return Settings.from_env()
+
+
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
@@ -35,20 +42,14 @@ def test_other_urls_are_refused_with_a_clear_error(bad: str) -> None:
 
 
 def test_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/db")
-    monkeypatch.setenv("CONVO_STATEMENT_TIMEOUT_MS", "1234")
-    settings = Settings.from_env()
+    settings = settings_from(
+        monkeypatch, {"DATABASE_URL": "postgresql://u@h/db", "CONVO_STATEMENT_TIMEOUT_MS": "1234"}
+    )
     assert settings.database_url == "postgresql+psycopg://u@h/db"
     options = settings.connection_options()
     assert "-c statement_timeout=1234" in options
     assert "-c lock_timeout=5000" in options
     assert "-c idle_in_transaction_session_timeout=60000" in options
-
-
-def test_a_bad_timeout_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONVO_LOCK_TIMEOUT_MS", "soon")
-    with pytest.raises(ValueError, match="CONVO_LOCK_TIMEOUT_MS"):
-        Settings.from_env()
 
 
 def test_append_statements_in_flight_come_from_the_environment(
@@ -60,12 +61,20 @@ def test_append_statements_in_flight_come_from_the_environment(
     assert Settings.from_env().write_statements == 3
 
 
-@pytest.mark.parametrize("bad", ["0", "17", "two"])
-def test_a_bad_number_of_append_statements_names_the_variable(
-    monkeypatch: pytest.MonkeyPatch, bad: str
+@pytest.mark.parametrize(
+    ("variable", "bad"),
+    [
+        ("CONVO_LOCK_TIMEOUT_MS", "soon"),
+        ("CONVO_WRITE_STATEMENTS", "0"),
+        ("CONVO_WRITE_STATEMENTS", "17"),
+        ("CONVO_WRITE_STATEMENTS", "two"),
+    ],
+)
+def test_a_bad_value_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, bad: str
 ) -> None:
-    monkeypatch.setenv("CONVO_WRITE_STATEMENTS", bad)
-    with pytest.raises(ValueError, match="CONVO_WRITE_STATEMENTS"):
+    monkeypatch.setenv(variable, bad)
+    with pytest.raises(ValueError, match=variable):
         Settings.from_env()
 
 
@@ -123,13 +132,17 @@ def test_a_bad_database_url_is_named_without_its_password(
 def test_the_pool_the_key_cache_cors_and_gzip_are_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("CONVO_POOL_SIZE", "25")
-    monkeypatch.setenv("CONVO_POOL_WAIT_S", "2.5")
-    monkeypatch.setenv("CONVO_KEY_CACHE_S", "0")
-    monkeypatch.setenv("CONVO_CORS_ORIGINS", "https://a.example, https://b.example")
-    monkeypatch.setenv("CONVO_GZIP_MIN_BYTES", "100")
-    monkeypatch.setenv("CONVO_LOG_LEVEL", "debug")
-    settings = Settings.from_env()
+    settings = settings_from(
+        monkeypatch,
+        {
+            "CONVO_POOL_SIZE": "25",
+            "CONVO_POOL_WAIT_S": "2.5",
+            "CONVO_KEY_CACHE_S": "0",
+            "CONVO_CORS_ORIGINS": "https://a.example, https://b.example",
+            "CONVO_GZIP_MIN_BYTES": "100",
+            "CONVO_LOG_LEVEL": "debug",
+        },
+    )
     assert (settings.pool_size, settings.pool_wait_s, settings.key_cache_s) == (25, 2.5, 0)
     assert settings.cors_origins == ("https://a.example", "https://b.example")
     assert settings.gzip_min_bytes == 100
@@ -137,9 +150,7 @@ def test_the_pool_the_key_cache_cors_and_gzip_are_settings(
 
 
 def test_empty_variables_mean_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONVO_POOL_SIZE", "")
-    monkeypatch.setenv("DATABASE_URL", "")
-    settings = Settings.from_env()
+    settings = settings_from(monkeypatch, {"CONVO_POOL_SIZE": "", "DATABASE_URL": ""})
     assert settings.pool_size == 10
     assert settings.database_url is None
 
@@ -167,10 +178,14 @@ async def test_the_pool_settings_reach_the_storages_pool(monkeypatch: pytest.Mon
 def test_the_summarizer_settings_come_from_the_environment_and_hide_the_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("CONVO_SUMMARIZER_URL", "http://127.0.0.1:11434/v1")
-    monkeypatch.setenv("CONVO_SUMMARIZER_MODEL", "llama3.1")
-    monkeypatch.setenv("CONVO_SUMMARIZER_API_KEY", "sk-very-secret")
-    settings = Settings.from_env()
+    settings = settings_from(
+        monkeypatch,
+        {
+            "CONVO_SUMMARIZER_URL": "http://127.0.0.1:11434/v1",
+            "CONVO_SUMMARIZER_MODEL": "llama3.1",
+            "CONVO_SUMMARIZER_API_KEY": "sk-very-secret",
+        },
+    )
     assert str(settings.summarizer_url) == "http://127.0.0.1:11434/v1"
     assert settings.summarizer_api_key is not None
     assert settings.summarizer_api_key.get_secret_value() == "sk-very-secret"

@@ -4,6 +4,7 @@ What the operation values refuse on their own is tested in test_operations."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -187,39 +188,17 @@ def test_adjusted_selections_never_split_a_block(
     for i, e in enumerate(plain):
         if e.role == "assistant" and i + 1 < len(plain) and plain[i + 1].role == "tool":
             calls += 1
-            window.append(
-                WindowEntry(
-                    seq=e.seq,
-                    sort_key=e.sort_key,
-                    role="assistant",
-                    agent_id="main",
-                    call_ids=(f"c{calls}",),
-                )
-            )
+            window.append(replace(e, call_ids=(f"c{calls}",)))
         elif (
             e.role == "tool"
             and window
             and window[-1].call_ids
             and window[-1].seq == plain[i - 1].seq
         ):
-            window.append(
-                WindowEntry(
-                    seq=e.seq,
-                    sort_key=e.sort_key,
-                    role="tool",
-                    agent_id="main",
-                    answers=window[-1].call_ids[0],
-                )
-            )
+            window.append(replace(e, answers=window[-1].call_ids[0]))
         else:
-            window.append(
-                WindowEntry(
-                    seq=e.seq,
-                    sort_key=e.sort_key,
-                    role=e.role if e.role != "tool" else "user",
-                    agent_id="main",
-                )
-            )
+            # A tool message with no call before it stands as a user's.
+            window.append(replace(e, role="user") if e.role == "tool" else e)
     chosen_seqs = {e.seq for e in chosen}
     selected = [e for e in window if e.seq in chosen_seqs]
     result = {
