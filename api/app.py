@@ -14,7 +14,8 @@ accepts it (never an event stream, which must not be held back),
 `api.errors.CatchAll` and `api.middleware.RequestLimits` (body and URL
 limits). `/health` is liveness: the process answers, nothing else is
 asked. `/ready` is readiness: the storage answers a query (503 with the
-error body while the database is down), so a load balancer stops sending
+error body while the database is down, decided within a second:
+`api.readiness`), so a load balancer stops sending
 traffic to a replica that cannot serve it. `/metrics` is Prometheus'
 (`api.metrics`). `/docs` and `/redoc` are served with their scripts from
 an installed package (`api.docs`), so they work offline.
@@ -39,6 +40,7 @@ from api.errors import CONVERSATION_ERRORS, install_error_handlers
 from api.metrics import CONTENT_TYPE, Metrics, process_ended
 from api.middleware import REQUEST_ID_HEADER, RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
+from api.readiness import Readiness
 from api.routes import install_routes
 from hosting.bootstrap import open_keys, open_storage
 from hosting.settings import Settings, limits_from_settings
@@ -81,6 +83,7 @@ def create_app(
     settings: Settings, *, database_url: str | None = None, services: Services | None = None
 ) -> FastAPI:
     metrics = Metrics()
+    readiness = Readiness()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -157,8 +160,9 @@ def create_app(
         responses={503: CONVERSATION_ERRORS[503]},
     )
     async def ready(services: ServicesDep) -> dict[str, str]:
-        """The storage answers a query; 503 with Retry-After while it cannot."""
-        await services.storage.ping()
+        """The storage answers a query; 503 with Retry-After while it cannot
+        (answered within a second whatever the database does)."""
+        await readiness.check(services.storage)
         return {"status": "ready"}
 
     @app.get(
