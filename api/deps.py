@@ -3,6 +3,7 @@
     ServicesDep    what the app was wired with (`api.app.Services`)
     TenantDep      the tenant of the request's API key (401 without a live key)
     RepositoryDep  the repository of that tenant
+    KeyWatchDep    the key and its tenant, for a stream to watch (`api.revocation`)
 
 The key comes from `Authorization: Bearer <key>` or `X-API-Key: <key>`,
 read from the request's headers by `get_tenant` itself: each dependency
@@ -23,6 +24,7 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 
 from api.errors import Unauthorized
+from api.revocation import KeyWatch
 from store.domain.commands import Limits
 from store.repository import Repository
 from store.repository.port import Storage
@@ -100,3 +102,16 @@ async def get_repository(request: Request) -> Repository:
 
 
 RepositoryDep = Annotated[Repository, Depends(get_repository)]
+
+
+async def get_key_watch(request: Request) -> KeyWatch:
+    """The request's key and tenant, for a stream that must end when the key
+    does (`api.revocation`)."""
+    tenant = getattr(request.state, "tenant", None) or await get_tenant(request)
+    key = _key_of(request)
+    assert key is not None  # the tenant was found by it
+    services: Services = request.app.state.services
+    return KeyWatch(key=key, tenant=tenant, tenant_for_key=services.tenant_for_key)
+
+
+KeyWatchDep = Annotated[KeyWatch, Depends(get_key_watch)]
