@@ -13,7 +13,8 @@ that also holds its SQL (or beside one that does):
 - the feed, a tenant's feed, what an export needs: `feed`, `feed_signal`;
 - search: `search`, `search_indexes`;
 - compaction candidates and claims: `candidates`;
-- the pool, its connections, errors translated: `pooled`, `driver_errors`.
+- the pool, its connections, errors translated: `pooled`, `driver_errors`;
+- writers of one conversation kept to a share of the pool: `conversation_gate`.
 
 Why mixins rather than a facade that forwards each call to an object per
 concern: every operation is written once, where its statements are, with
@@ -39,6 +40,7 @@ from contextlib import asynccontextmanager
 import psycopg
 
 from store.postgres.candidates import CompactionQueries
+from store.postgres.conversation_gate import ConversationGate
 from store.postgres.feed import FeedReads
 from store.postgres.feed_signal import FeedSignal
 from store.postgres.group_commit import WRITERS, GroupCommit
@@ -78,6 +80,8 @@ class PostgresStorage(
         self._feed_signal = FeedSignal(pool)
         self._group_commit = GroupCommit(pool, writers=writers)
         self._remembered = RememberedHeads()
+        # Writers waiting on one conversation's lock take a bounded share of the pool.
+        self.gate = ConversationGate()
 
     @classmethod
     async def connect(
@@ -153,7 +157,11 @@ class PostgresStorage(
                         raise StaleHead() from error
                     raise
             else:
-                async with by_hand(self.pool) as conn, conn.pipeline() as pipeline:
+                async with (
+                    self.gate.admitted(conversation_id),
+                    by_hand(self.pool) as conn,
+                    conn.pipeline() as pipeline,
+                ):
                     session = WriteSession(conn, pipeline, conversation_id)
                     await session.open(tenant, create, lookups)
                     yield session
