@@ -22,7 +22,10 @@ borrow a connection:
   are refused, and so is every new one at once, with `ConversationBusy`
   (409 with `Retry-After` over HTTP) until one gets through again; so are
   writers past `queued` waiting. Nothing was sent for them, so a retry with
-  the same idempotency key or client message ids is safe.
+  the same idempotency key or client message ids is safe. The
+  `Retry-After` is one to `spread` times `retry_after`, at random: writers
+  refused together and retrying on the dot would come back together, a
+  burst every second that the other conversations' requests queue behind.
 
 The optimistic appends (`optimistic`, `group_commit`) never wait for a
 lock (a locked row is skipped), so only the locking path passes the gate.
@@ -33,6 +36,7 @@ can have `N × on_database` connections.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections import deque
@@ -69,6 +73,7 @@ class ConversationGate:
         queued: int = QUEUED,
         stuck_s: float = STUCK_S,
         retry_after: float = DEFAULT_RETRY_AFTER,
+        spread: int = 3,
     ) -> None:
         if on_database < 1 or queued < 0 or stuck_s < 0:
             raise ValueError("a gate lets at least one writer in, and waits no negative time")
@@ -76,6 +81,7 @@ class ConversationGate:
         self.queued = queued
         self.stuck_s = stuck_s
         self.retry_after = retry_after
+        self.spread = max(1, spread)
         self._entries: dict[uuid.UUID, _Entry] = {}
         self.refused = 0  # writers refused since the gate was made
 
@@ -138,7 +144,9 @@ class ConversationGate:
     def _refuse(self, conversation_id: uuid.UUID, entry: _Entry) -> None:
         self.refused += 1
         self._forget_if_idle(conversation_id, entry)
-        raise ConversationBusy(conversation_id, retry_after=self.retry_after)
+        # Not for security: only to spread the retries.
+        wait = self.retry_after * random.randint(1, self.spread)
+        raise ConversationBusy(conversation_id, retry_after=wait)
 
     def _leave(self, conversation_id: uuid.UUID, entry: _Entry) -> None:
         # The place goes to the first writer still waiting (its holder

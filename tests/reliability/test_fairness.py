@@ -73,7 +73,11 @@ async def test_a_stuck_conversations_waiters_are_refused_and_then_newcomers_at_o
         async with gate.admitted(CID):
             pass
     assert 0.1 < time.perf_counter() - started < 5
-    assert refused.value.retry_after == 1.0
+    assert refused.value.retry_after in (
+        1.0,
+        2.0,
+        3.0,
+    )  # spread, so retries do not come back together
     assert gate.holders(CID) == (1, 0)
     started = time.perf_counter()
     with pytest.raises(ConversationBusy):  # still stuck: at once
