@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import typer
 
-from convo import assemble, compact, conversations, database, export, keys, search, tail
+from convo import assemble, compact, conversations, database, export, keys, search, tail, verify
 
 # In the order `convo --help` lists them.
-COMMAND_MODULES = (database, assemble, keys, compact, export, tail, conversations, search)
+COMMAND_MODULES = (database, assemble, keys, compact, export, tail, conversations, search, verify)
 
 app = typer.Typer(
     name="convo",
