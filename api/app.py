@@ -29,7 +29,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import Response
@@ -40,6 +40,7 @@ from api.errors import CONVERSATION_ERRORS, install_error_handlers
 from api.metrics import CONTENT_TYPE, Metrics, process_ended
 from api.middleware import REQUEST_ID_HEADER, RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
+from api.ratelimit import KeyRateLimits, RateLimited
 from api.readiness import Readiness
 from api.routes import install_routes
 from hosting.bootstrap import open_keys, open_storage
@@ -128,9 +129,17 @@ def create_app(
     if services is not None:
         app.state.services = services
     app.state.metrics = metrics
+    rate_limits = KeyRateLimits(
+        requests_per_s=settings.rate_limit_per_s,
+        request_burst=settings.rate_limit_burst,
+        bytes_per_s=settings.rate_limit_bytes_per_s,
+        bytes_burst=settings.rate_limit_bytes_burst,
+    )
+    app.state.rate_limits = rate_limits if rate_limits.enabled else None
     # Added innermost first: RequestContext ends up outermost.
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
     install_error_handlers(app)  # and CatchAll, around RequestLimits
+    app.add_exception_handler(RateLimited, _rate_limited)
     app.add_middleware(
         GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=GZIP_LEVEL
     )
@@ -186,6 +195,11 @@ def create_app(
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return app
+
+
+async def _rate_limited(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RateLimited)
+    return error.response()
 
 
 def app_from_environment() -> FastAPI:

@@ -24,6 +24,7 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 
 from api.errors import Unauthorized
+from api.ratelimit import KeyRateLimits, RateLimited
 from api.revocation import KeyWatch
 from store.domain.commands import Limits
 from store.repository import Repository
@@ -86,8 +87,21 @@ async def get_tenant(request: Request) -> str:
     tenant = await services.tenant_for_key(key)
     if tenant is None:
         raise Unauthorized("the API key is unknown or revoked")
+    limits: KeyRateLimits | None = getattr(request.app.state, "rate_limits", None)
+    if limits is not None:
+        # The body is read already where a route takes one (FastAPI parses it
+        # before the dependencies), and limited in size (api.middleware).
+        sent = len(await request.body()) if request.method in _WITH_BODY else 0
+        try:
+            limits.charge(key, sent)
+        except RateLimited as error:
+            request.app.state.metrics.rate_limited(error.limit)
+            raise
     request.state.tenant = tenant
     return tenant
+
+
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
 TenantDep = Annotated[str, Depends(get_tenant)]

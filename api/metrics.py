@@ -10,6 +10,8 @@
     convo_messages_appended_total                                counter: messages they wrote
     convo_compaction_runs_total{dry_run}                         counter: compaction jobs run
     convo_conversations_compacted_total                          counter: batches they started
+    convo_rate_limited_total{limit}                              counter: requests refused by a
+                                                                 key's rate (requests, bytes)
     convo_feed_lag_seconds                                       gauge: the feed horizon's age
     convo_pool_{max,size,in_use,available,requests_waiting}      gauges: the PostgreSQL pools
     convo_pool_{requests_num,requests_errors,connections_errors,connections_lost}_total
@@ -138,6 +140,14 @@ class Metrics:
             "Conversations compaction jobs started a batch for.",
             registry=r,
         )
+        self.rate_limits_hit = Counter(
+            "convo_rate_limited",
+            "Requests refused (429) by their API key's rate, by limit.",
+            ["limit"],
+            registry=r,
+        )
+        for limit in ("requests", "bytes"):
+            self.rate_limits_hit.labels(limit)
         self.feed_lag = Gauge(
             "convo_feed_lag_seconds",
             "How far the global feed's horizon is behind now: the age of the oldest "
@@ -176,6 +186,9 @@ class Metrics:
         """Count a storage failure answered to a client, by its class."""
         if isinstance(error, StorageFailure):
             self.storage_errors.labels(type(error).__name__).inc()
+
+    def rate_limited(self, limit: str) -> None:
+        self.rate_limits_hit.labels(limit).inc()
 
     def appended(self, messages: int) -> None:
         self.appends.inc()
