@@ -104,7 +104,9 @@ def test_a_dump_taken_under_load_restores_verified_with_every_acknowledged_appen
     )
     try:
         asyncio.run(
-            _run("pg_restore", "--no-owner", "--exit-on-error", "-d", libpq_url(restored), str(dump))
+            _run(
+                "pg_restore", "--no-owner", "--exit-on-error", "-d", libpq_url(restored), str(dump)
+            )
         )
         result = CliRunner().invoke(app, ["verify"], env={"DATABASE_URL": restored})
         assert result.exit_code == 0, result.stdout + result.stderr
@@ -112,7 +114,7 @@ def test_a_dump_taken_under_load_restores_verified_with_every_acknowledged_appen
             rows = conn.execute(
                 "SELECT client_message_id, count(*) FROM messages GROUP BY 1"
             ).fetchall()
-        stored = dict(rows)
+        stored: dict[str, int] = dict(rows)
         missing = [cid for cid in before if stored.get(cid) != 1]
         assert not missing, f"acknowledged before the dump, not restored once: {missing[:5]}"
         assert set(stored) <= sent, "the restore holds messages no writer sent"
