@@ -40,6 +40,7 @@ from api.errors import CONVERSATION_ERRORS, install_error_handlers
 from api.metrics import CONTENT_TYPE, Metrics, process_ended
 from api.middleware import REQUEST_ID_HEADER, RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
+from api.quota import QuotaExceeded, TenantQuotas
 from api.ratelimit import KeyRateLimits, RateLimited
 from api.readiness import Readiness
 from api.routes import install_routes
@@ -136,10 +137,16 @@ def create_app(
         bytes_burst=settings.rate_limit_bytes_burst,
     )
     app.state.rate_limits = rate_limits if rate_limits.enabled else None
+    quotas = TenantQuotas(
+        max_conversations=settings.tenant_max_conversations,
+        max_stored_bytes=settings.tenant_max_stored_bytes,
+    )
+    app.state.quotas = quotas if quotas.enabled else None
     # Added innermost first: RequestContext ends up outermost.
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
     install_error_handlers(app)  # and CatchAll, around RequestLimits
-    app.add_exception_handler(RateLimited, _rate_limited)
+    app.add_exception_handler(RateLimited, _refused)
+    app.add_exception_handler(QuotaExceeded, _refused)
     app.add_middleware(
         GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=GZIP_LEVEL
     )
@@ -197,8 +204,8 @@ def create_app(
     return app
 
 
-async def _rate_limited(request: Request, error: Exception) -> Response:
-    assert isinstance(error, RateLimited)
+async def _refused(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RateLimited | QuotaExceeded)
     return error.response()
 
 

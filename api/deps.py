@@ -24,6 +24,7 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 
 from api.errors import Unauthorized
+from api.quota import CREATING, QuotaExceeded, TenantQuotas
 from api.ratelimit import KeyRateLimits, RateLimited
 from api.revocation import KeyWatch
 from store.domain.commands import Limits
@@ -87,15 +88,26 @@ async def get_tenant(request: Request) -> str:
     tenant = await services.tenant_for_key(key)
     if tenant is None:
         raise Unauthorized("the API key is unknown or revoked")
-    limits: KeyRateLimits | None = getattr(request.app.state, "rate_limits", None)
-    if limits is not None:
+    state = request.app.state
+    limits: KeyRateLimits | None = getattr(state, "rate_limits", None)
+    quotas: TenantQuotas | None = getattr(state, "quotas", None)
+    if limits is not None or quotas is not None:
         # The body is read already where a route takes one (FastAPI parses it
         # before the dependencies), and limited in size (api.middleware).
         sent = len(await request.body()) if request.method in _WITH_BODY else 0
         try:
-            limits.charge(key, sent)
-        except RateLimited as error:
-            request.app.state.metrics.rate_limited(error.limit)
+            if limits is not None:
+                limits.charge(key, sent)
+            if quotas is not None:
+                route = getattr(request.scope.get("route"), "path", "")
+                await quotas.admit(
+                    tenant,
+                    services.storage,
+                    creates=(request.method, route) in CREATING,
+                    body_bytes=sent,
+                )
+        except (RateLimited, QuotaExceeded) as error:
+            state.metrics.refused(error)
             raise
     request.state.tenant = tenant
     return tenant

@@ -12,6 +12,9 @@
     convo_conversations_compacted_total                          counter: batches they started
     convo_rate_limited_total{limit}                              counter: requests refused by a
                                                                  key's rate (requests, bytes)
+    convo_quota_refused_total{cap}                               counter: writes refused by a
+                                                                 tenant's cap (conversations,
+                                                                 stored_bytes)
     convo_feed_lag_seconds                                       gauge: the feed horizon's age
     convo_pool_{max,size,in_use,available,requests_waiting}      gauges: the PostgreSQL pools
     convo_pool_{requests_num,requests_errors,connections_errors,connections_lost}_total
@@ -148,6 +151,14 @@ class Metrics:
         )
         for limit in ("requests", "bytes"):
             self.rate_limits_hit.labels(limit)
+        self.quota_refusals = Counter(
+            "convo_quota_refused",
+            "Writes refused (403) by their tenant's cap, by cap.",
+            ["cap"],
+            registry=r,
+        )
+        for cap in ("conversations", "stored_bytes"):
+            self.quota_refusals.labels(cap)
         self.feed_lag = Gauge(
             "convo_feed_lag_seconds",
             "How far the global feed's horizon is behind now: the age of the oldest "
@@ -187,8 +198,14 @@ class Metrics:
         if isinstance(error, StorageFailure):
             self.storage_errors.labels(type(error).__name__).inc()
 
-    def rate_limited(self, limit: str) -> None:
-        self.rate_limits_hit.labels(limit).inc()
+    def refused(self, error: Exception) -> None:
+        """Count a request refused by its key's rate or its tenant's cap."""
+        limit = getattr(error, "limit", None)
+        if limit is not None:
+            self.rate_limits_hit.labels(limit).inc()
+        cap = getattr(error, "cap", None)
+        if cap is not None:
+            self.quota_refusals.labels(cap).inc()
 
     def appended(self, messages: int) -> None:
         self.appends.inc()

@@ -149,6 +149,13 @@ class Settings(BaseSettings):
     rate_limit_bytes_burst: int = Field(
         default=0, ge=0, description="request-body bytes at once per API key; 0: two seconds'"
     )
+    # Per tenant (api.quota): a create past the one, a write past the other, is a 403.
+    tenant_max_conversations: int = Field(
+        default=0, ge=0, description="conversations a tenant may hold; 0: no cap"
+    )
+    tenant_max_stored_bytes: int = Field(
+        default=0, ge=0, description="bytes of event log a tenant may hold; 0: no cap"
+    )
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
         description="origins a browser may call the API from, comma-separated (* for any);"

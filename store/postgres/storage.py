@@ -13,6 +13,7 @@ that also holds its SQL (or beside one that does):
 - the feed, a tenant's feed, what an export needs: `feed`, `feed_signal`;
 - search: `search`, `search_indexes`;
 - compaction candidates and claims: `candidates`;
+- what a tenant holds, for its caps: `usage`;
 - the pool, its connections, errors translated: `pooled`, `driver_errors`;
 - writers of one conversation kept to a share of the pool: `conversation_gate`.
 
@@ -50,6 +51,7 @@ from store.postgres.pooled import DEFAULT_OPTIONS, Pool, by_hand, errors_transla
 from store.postgres.reads import ConversationReads
 from store.postgres.rebuild import Rebuilding
 from store.postgres.search import MessageSearch
+from store.postgres.usage import TenantUsage
 from store.postgres.write_session import WriteSession
 from store.repository.port import NO_LOOKUPS, Lookups, StaleHead
 
@@ -72,6 +74,7 @@ class PostgresStorage(
     FeedReads,
     CompactionQueries,
     Rebuilding,
+    TenantUsage,
 ):
     """The storage port on PostgreSQL. Open it with `connect`, close it with `close`."""
 
