@@ -10,6 +10,7 @@ import asyncio
 import shutil
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import psycopg
@@ -40,7 +41,7 @@ def _server(database_url: str) -> str:
     return libpq_url(url.render_as_string(hide_password=False))
 
 
-async def _run(*command: str) -> None:
+async def run(*command: str) -> None:
     process = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
@@ -48,9 +49,11 @@ async def _run(*command: str) -> None:
     assert process.returncode == 0, f"{command[0]}: {err.decode()} {out.decode()}"
 
 
-async def _dump_under_load(database_url: str, dump: Path) -> tuple[dict[str, float], set[str]]:
-    """(acknowledged client message id → when, every id sent), with a dump
-    taken in the middle; returns once the dump is done."""
+async def under_load(
+    database_url: str, backup: Callable[[], Awaitable[None]]
+) -> tuple[dict[str, float], set[str]]:
+    """(client message ids acknowledged before `backup` began → when, every
+    id sent), with `backup` run while writers append; returns once it is done."""
     storage = await PostgresStorage.connect(database_url)
     repository = Repository(storage, tenant="acme")
     acked: dict[str, float] = {}
@@ -78,7 +81,7 @@ async def _dump_under_load(database_url: str, dump: Path) -> tuple[dict[str, flo
     try:
         await asyncio.sleep(0.5)
         began = time.monotonic()
-        await _run("pg_dump", "--format=custom", f"--file={dump}", libpq_url(database_url))
+        await backup()
         await asyncio.sleep(0.2)
     finally:
         stop.set()
@@ -94,7 +97,12 @@ def test_a_dump_taken_under_load_restores_verified_with_every_acknowledged_appen
     database_url: str, tmp_path: Path
 ) -> None:
     dump = tmp_path / "convo.dump"
-    before, sent = asyncio.run(_dump_under_load(database_url, dump))
+    before, sent = asyncio.run(
+        under_load(
+            database_url,
+            lambda: run("pg_dump", "--format=custom", f"--file={dump}", libpq_url(database_url)),
+        )
+    )
 
     restored_name = f"convo_restored_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(_server(database_url), autocommit=True) as conn:
@@ -104,20 +112,24 @@ def test_a_dump_taken_under_load_restores_verified_with_every_acknowledged_appen
     )
     try:
         asyncio.run(
-            _run(
-                "pg_restore", "--no-owner", "--exit-on-error", "-d", libpq_url(restored), str(dump)
-            )
+            run("pg_restore", "--no-owner", "--exit-on-error", "-d", libpq_url(restored), str(dump))
         )
-        result = CliRunner().invoke(app, ["verify"], env={"DATABASE_URL": restored})
-        assert result.exit_code == 0, result.stdout + result.stderr
-        with psycopg.connect(libpq_url(restored)) as conn:
-            rows = conn.execute(
-                "SELECT client_message_id, count(*) FROM messages GROUP BY 1"
-            ).fetchall()
-        stored: dict[str, int] = dict(rows)
-        missing = [cid for cid in before if stored.get(cid) != 1]
-        assert not missing, f"acknowledged before the dump, not restored once: {missing[:5]}"
-        assert set(stored) <= sent, "the restore holds messages no writer sent"
+        check_restored(restored, before, sent)
     finally:
         with psycopg.connect(_server(database_url), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{restored_name}" WITH (FORCE)')
+
+
+def check_restored(url: str, before: dict[str, float], sent: set[str]) -> None:
+    """`convo verify` passes on the restored store, which holds every append
+    acknowledged before the backup began once, and nothing no writer sent."""
+    result = CliRunner().invoke(app, ["verify"], env={"DATABASE_URL": url})
+    assert result.exit_code == 0, result.stdout + result.stderr
+    with psycopg.connect(libpq_url(url)) as conn:
+        rows = conn.execute(
+            "SELECT client_message_id, count(*) FROM messages GROUP BY 1"
+        ).fetchall()
+    stored: dict[str, int] = dict(rows)
+    missing = [cid for cid in before if stored.get(cid) != 1]
+    assert not missing, f"acknowledged before the backup, not restored once: {missing[:5]}"
+    assert set(stored) <= sent, "the restore holds messages no writer sent"
