@@ -230,3 +230,21 @@ async def test_every_id_field_is_checked_before_the_database(
             elif field.where != "path" and field.pointer.rsplit("/", 1)[-1] not in response.text:
                 failures.append(f"{field}: the error does not name the field: {response.text}")
     assert not failures, "\n".join(failures)
+
+
+async def test_a_compaction_job_checks_a_named_id_before_the_database() -> None:
+    """As `convo compact --conversation` names them: a bad id is its
+    conversation's failure, and the storage is never asked for it."""
+    from store.compaction import CompactionJob, CompactionPolicy
+    from store.repository import Repository
+
+    storage = WatchedStorage()
+    job = CompactionJob(
+        Repository(storage, tenant="acme"),
+        CompactionPolicy(max_messages=10),
+    )
+    report = await job.run(conversation_ids=["a\x00b"])
+    (result,) = report.results
+    assert result.status == "failed"
+    assert "printable" in (result.detail or "")
+    assert storage.asked == []
