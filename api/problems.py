@@ -48,6 +48,7 @@ TITLES: dict[str, str] = {
     "BoundaryError": "The boundary would split a tool-call block",
     "ConfigurationError": "The stored configuration cannot produce a payload",
     "EmptyWindow": "There is nothing to build a payload from",
+    "ToolImageTooLarge": "An image from a tool is over the size limit",
     "InvalidPayload": "The payload breaks the provider's rules",
     "StorageFailure": "The database failed",
     "StorageUnavailable": "The database is unavailable",

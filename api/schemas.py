@@ -177,7 +177,9 @@ class MessagesAppend(_Body):
 
     messages: list[Message] = Field(
         description="Appended in order, all or nothing; at most "
-        "CONVO_MAX_MESSAGES_PER_APPEND (default 1000).",
+        "CONVO_MAX_MESSAGES_PER_APPEND (default 1000). An assistant message may "
+        "carry `reasoning_content` (text, as OpenAI-compatible Chat endpoints "
+        "return it): it is stored as reasoning of provider `openai-chat`.",
         json_schema_extra={"maxItems": MAX_MESSAGES_PER_APPEND},
     )
     expected_version: ExpectedVersionField = None
@@ -375,7 +377,8 @@ class AssembleRequest(_Body):
     ] = Field(
         default_factory=dict,
         description="The assembler's options (policy, n, repair, merge_same_role, "
-        "token_budget, reminder_style, cache_breakpoints, xml_final_instruction); "
+        "token_budget, reminder_style, cache_breakpoints, xml_final_instruction, "
+        "max_tool_result_chars, max_tool_result_chars_by_tool, chat_reasoning); "
         "unknown names are refused.",
     )
 

@@ -9,10 +9,32 @@ from __future__ import annotations
 
 import typer
 
-from convo import assemble, compact, conversations, database, export, keys, search, tail, verify
+from convo import (
+    assemble,
+    compact,
+    conversations,
+    database,
+    export,
+    keys,
+    search,
+    tail,
+    verify,
+    xml_tools,
+)
 
 # In the order `convo --help` lists them.
-COMMAND_MODULES = (database, assemble, keys, compact, export, tail, conversations, search, verify)
+COMMAND_MODULES = (
+    database,
+    assemble,
+    xml_tools,
+    keys,
+    compact,
+    export,
+    tail,
+    conversations,
+    search,
+    verify,
+)
 
 app = typer.Typer(
     name="convo",

@@ -5,7 +5,10 @@ From a document (the default) there is no database: the document carries
 the messages, the agent, its slots and the options (see
 `store.assembler.document`). With `--conversation ID [--agent A]` the
 payload is built through the repository from the stored conversation's
-visible window and the agent's profile and slots as they are now. Either
+visible window and the agent's profile and slots as they are now. Options
+come from the document, and from `--policy`, `--n` and `--option
+NAME=VALUE` (any assembler option, e.g. `max_tool_result_chars=20000`),
+which win over it. Either
 way it prints `{"payload": ..., "diagnostics": ...}` as JSON. Bad input or
 configuration (a window with nothing to send included) exits 2 with one
 line on stderr, never a traceback, and so does an unexpected error of the
@@ -45,6 +48,24 @@ def _read(source: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def _options(items: list[str]) -> dict[str, Any]:
+    """`NAME=VALUE` items as options: the value as JSON when it is some
+    (`20000`, `true`, `{"read": 500}`), else as text (`all`)."""
+    found: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise _fail(f"--option takes NAME=VALUE, got {item!r}")
+        if name == "token_counter":
+            raise _fail("--option token_counter cannot be set from the command line")
+        try:
+            found[name] = json.loads(raw)
+        except ValueError:
+            found[name] = raw
+    return found
+
+
 def assemble_command(
     format: Annotated[
         str,
@@ -74,10 +95,19 @@ def assemble_command(
     tenant: Annotated[
         str, typer.Option("--tenant", "-t", help="With --conversation: whose conversation.")
     ] = DEFAULT_TENANT,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--option",
+            "-o",
+            help="NAME=VALUE: an assembler option (VALUE read as JSON, else as text), e.g. "
+            "max_tool_result_chars=20000 or chat_reasoning=all; repeat for several.",
+        ),
+    ] = None,
 ) -> None:
     """Assemble a provider request body (and diagnostics) from a JSON document
     or a stored conversation."""
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = _options(option or [])
     if policy is not None:
         overrides["policy"] = policy
     if n is not None:

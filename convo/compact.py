@@ -2,10 +2,15 @@
 
     convo compact --tenant acme --max-messages 400 --keep-last user=2 --dry-run
     convo compact --tenant acme --max-tokens 60000 --conversation user-123
+    convo compact --tenant acme --max-messages 400 --summarizer openai-compatible
 
 Finds the tenant's conversations whose agent's window is over a threshold
 (or takes the ones named with `--conversation`), and starts a new batch
-for each, led by a summary (the default, extractive summarizer). A rich
+for each, led by a summary: by the default, extractive summarizer, or with
+`--summarizer openai-compatible` by the model the settings name
+(`CONVO_SUMMARIZER_URL`, `CONVO_SUMMARIZER_MODEL`, `CONVO_SUMMARIZER_API_KEY`;
+without them, exit 2 naming them). A model that fails leaves that
+conversation as it was (reported, exit 3). A rich
 progress bar on stderr while it runs; a table of what happened to each
 conversation, or with `--json` the report as JSON, on stdout.
 
@@ -30,7 +35,7 @@ from convo.errors import database_errors, load_settings
 
 if TYPE_CHECKING:
     from hosting.settings import Settings
-    from store.compaction import CompactionPolicy, CompactionReport
+    from store.compaction import CompactionPolicy, CompactionReport, Summarizer
 
 EXIT_BAD_OPTIONS = 2
 EXIT_SOME_FAILED = 3
@@ -66,6 +71,23 @@ def _policy(
     except ValidationError as error:
         raise _fail(str(policy_refusal(error))) from None
     except InvalidOperation as error:
+        raise _fail(str(error)) from None
+
+
+def _summarizer(name: str, settings: Settings) -> Summarizer:
+    from store.compaction import make_summarizer
+    from store.domain.errors import ConfigurationError
+
+    key = settings.summarizer_api_key
+    try:
+        return make_summarizer(
+            name,
+            url=None if settings.summarizer_url is None else str(settings.summarizer_url),
+            model=settings.summarizer_model,
+            api_key=None if key is None else key.get_secret_value(),
+            timeout=settings.summarizer_timeout_s,
+        )
+    except ConfigurationError as error:
         raise _fail(str(error)) from None
 
 
@@ -148,6 +170,12 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the report as JSON instead of a table.")
         ] = False,
+        summarizer: Annotated[
+            str,
+            typer.Option(
+                help="extractive (no model) | openai-compatible (CONVO_SUMMARIZER_* settings)."
+            ),
+        ] = "extractive",
     ) -> None:
         """Start a new batch, led by a summary, for each conversation whose
         agent's window is over a threshold. Nothing is deleted."""
@@ -158,6 +186,7 @@ def register(app: typer.Typer) -> None:
         policy = _policy(max_messages, max_tokens, keep_last or [], agent, target_ratio)
         with database_errors("compact"):
             settings = load_settings()
+            writer = _summarizer(summarizer, settings)
             with open_database(settings) as database:
                 from convo.database import _migrate
 
@@ -172,6 +201,7 @@ def register(app: typer.Typer) -> None:
                         limit=limit,
                         dry_run=dry_run,
                         concurrency=concurrency,
+                        summarizer=writer,
                     )
                 )
         if as_json:
@@ -197,6 +227,7 @@ async def _run(
     limit: int | None,
     dry_run: bool,
     concurrency: int,
+    summarizer: Summarizer,
 ) -> CompactionReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -206,7 +237,10 @@ async def _run(
     storage = await open_storage(url, settings, max_size=2 * concurrency + 2)
     try:
         job = CompactionJob(
-            repository(storage, settings, tenant=tenant), policy, concurrency=concurrency
+            repository(storage, settings, tenant=tenant),
+            policy,
+            concurrency=concurrency,
+            summarizer=summarizer,
         )
         with Progress(
             "[progress.description]{task.description}",

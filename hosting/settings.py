@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, HttpUrl, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy import make_url
 
@@ -35,7 +35,7 @@ WRITE_STATEMENTS_ENV = "CONVO_WRITE_STATEMENTS"
 MAX_WRITE_STATEMENTS = 16
 LOG_FORMATS = ("json", "text")
 # Settings whose values `convo config` never prints in full.
-SECRETS = frozenset({"database_url"})
+SECRETS = frozenset({"database_url", "summarizer_api_key"})
 
 
 class SettingsError(ValueError):
@@ -172,6 +172,22 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="debug, info, warning or error"
     )
+    # The model summarizer of `convo compact --summarizer openai-compatible`
+    # and `POST /compactions` (docs/compaction.md, "A model summarizer").
+    summarizer_url: HttpUrl | None = Field(
+        default=None,
+        description="an OpenAI-compatible endpoint's base URL (…/v1) for model summaries;"
+        " unset: only the extractive summarizer",
+    )
+    summarizer_model: str | None = Field(
+        default=None, min_length=1, max_length=200, description="the model that writes summaries"
+    )
+    summarizer_api_key: SecretStr | None = Field(
+        default=None, description="the summarizer endpoint's API key (Bearer); unset: none"
+    )
+    summarizer_timeout_s: Seconds = Field(
+        default=60.0, le=600, description="how long one summary request may take"
+    )
 
     @field_validator("database_url", mode="after")
     @classmethod
@@ -179,7 +195,12 @@ class Settings(BaseSettings):
         return sqlalchemy_url(value) if value else None
 
     @field_validator(
-        "db_wait_s", "shutdown_timeout_s", "pool_wait_s", "key_cache_s", "rate_limit_per_s"
+        "db_wait_s",
+        "shutdown_timeout_s",
+        "pool_wait_s",
+        "key_cache_s",
+        "summarizer_timeout_s",
+        "rate_limit_per_s",
     )
     @classmethod
     def _finite_seconds(cls, value: float) -> float:

@@ -2,7 +2,7 @@
 
 One module per resource: conversations, messages, agents (profiles and
 slots), batches, forks and pins, reads, assembly, export, events,
-compaction, search. `install_routes` adds their routes to the app itself,
+compaction, search, the XML tool protocol. `install_routes` adds their routes to the app itself,
 each with the key check (`api.deps.get_tenant`) as a dependency of its own,
 so a route that forgets `RepositoryDep` is still protected. Added one by
 one, not as included routers: FastAPI matches a request against included
@@ -21,6 +21,7 @@ from api.routes import compaction as compaction_routes
 from api.routes import events as events_routes
 from api.routes import export as export_routes
 from api.routes import search as search_routes
+from api.routes import xml_tools as xml_tools_routes
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
     module.router
@@ -36,6 +37,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
         events_routes,
         compaction_routes,
         search_routes,
+        xml_tools_routes,
     )
 )
 

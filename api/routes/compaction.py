@@ -9,8 +9,11 @@
   conversation; 404 / 410 / 409 as every write to it.
 
 The body is the job's policy (`store.compaction.CompactionPolicy`: the
-thresholds and what is kept) plus what to run it on. Summaries come from
-the default, extractive summarizer (docs/compaction.md).
+thresholds and what is kept) plus what to run it on, and which summarizer
+writes the summaries: the default, extractive one, or `openai-compatible`,
+a model configured by the server's settings (`CONVO_SUMMARIZER_*`;
+docs/compaction.md). Asking for a model summarizer the server has no
+settings for is a 422 naming them, before anything is read.
 """
 
 from __future__ import annotations
@@ -24,11 +27,16 @@ from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
 from api.routing import JSONRoute
 from api.schemas import ConversationIdPath, ConversationKey
+from hosting.settings import Settings
 from store.compaction import (
     CompactionJob,
     CompactionPolicy,
     CompactionReport,
     ConversationResult,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummarizerName,
+    make_summarizer,
 )
 from store.domain.errors import ConversationIsArchived, ConversationNotFound
 
@@ -53,6 +61,11 @@ class CompactConversationRequest(CompactionPolicy):
 
     dry_run: bool = Field(
         default=False, strict=True, description="Answer the plan; change nothing."
+    )
+    summarizer: SummarizerName = Field(
+        default="extractive",
+        description="Who writes the summaries: `extractive` (no model) or `openai-compatible` "
+        "(the model the server's CONVO_SUMMARIZER_* settings name).",
     )
 
 
@@ -83,6 +96,21 @@ class CompactionsRequest(CompactConversationRequest):
     )
 
 
+def _summarizer(body: CompactConversationRequest) -> Summarizer:
+    if body.summarizer == "extractive":
+        return ExtractiveSummarizer()
+    # The settings the server was started with come from the environment.
+    settings = Settings.from_env()
+    key = settings.summarizer_api_key
+    return make_summarizer(
+        body.summarizer,
+        url=None if settings.summarizer_url is None else str(settings.summarizer_url),
+        model=settings.summarizer_model,
+        api_key=None if key is None else key.get_secret_value(),
+        timeout=settings.summarizer_timeout_s,
+    )
+
+
 def _policy(body: CompactConversationRequest) -> CompactionPolicy:
     return CompactionPolicy.model_validate(
         body.model_dump(include=set(CompactionPolicy.model_fields))
@@ -104,7 +132,7 @@ async def compact_conversations(
     go and what would be kept, changing nothing. Each conversation's
     `status` says what happened; a failed summary or writers that kept a
     conversation changing are reported there, and leave it as it was."""
-    job = CompactionJob(repository, _policy(body))
+    job = CompactionJob(repository, _policy(body), summarizer=_summarizer(body))
     report = await job.run(
         conversation_ids=body.conversation_ids, limit=body.limit, dry_run=body.dry_run
     )
@@ -129,10 +157,11 @@ async def compact_conversation(
     """As `POST /compactions` for this one conversation: its result (or,
     with `dry_run`, its plan). Below the thresholds, nothing happens
     (`below_threshold`)."""
+    summarizer = _summarizer(body)
     conversation = await repository.get_conversation(conversation_id)
     if conversation.archived:
         raise ConversationIsArchived(conversation_id)
-    result = await CompactionJob(repository, _policy(body)).compact(
+    result = await CompactionJob(repository, _policy(body), summarizer=summarizer).compact(
         str(conversation.id), dry_run=body.dry_run
     )
     if result.status == "not_found":  # deleted meanwhile

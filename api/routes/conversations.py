@@ -19,7 +19,7 @@ from api.schemas import (
     expected_version,
 )
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
-from store.domain.listing import MAX_CURSOR_CHARS, ConversationPage
+from store.domain.listing import MAX_CURSOR_CHARS, ConversationPage, ConversationQuery
 from store.repository import MAX_READ_LIMIT, Conversation
 
 router = APIRouter(prefix="/conversations", tags=["conversations"], route_class=JSONRoute)
@@ -98,7 +98,7 @@ async def list_conversations(
 ) -> ConversationPage:
     """The key's tenant's conversations (deleted ones are not listed), a page
     at a time: pass `next_cursor` back as `cursor` until it is null."""
-    return await repository.list_conversations(
+    query = ConversationQuery(
         metadata=metadata_filter(metadata),
         archived=archived,
         created_from=created_from,
@@ -109,6 +109,7 @@ async def list_conversations(
         cursor=cursor,
         limit=limit,
     )
+    return await repository.list_conversations(query)
 
 
 @router.post(

@@ -9,8 +9,9 @@
 - `store.adapters.google_adk.ConvoSessionService`: a Google ADK
   `BaseSessionService` (extra `convo-store[google-adk]`).
 
-All write through `store.repository.Repository`, so they run on
-PostgreSQL or on the in-memory fake alike; the mapping of every item and
-message type is in docs/adapters.md. Importing this package imports
-neither framework.
+All write through the methods of `store.repository.ConversationRepository`,
+so they run on PostgreSQL or on the in-memory fake alike, or over the HTTP
+API given a `store.client.AsyncConvoClient` instead of a repository; the
+mapping of every item and message type is in docs/adapters.md. Importing
+this package imports neither framework.
 """

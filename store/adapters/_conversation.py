@@ -26,12 +26,13 @@ from store.domain.conversation_keys import conversation_key
 from store.domain.errors import (
     BoundaryError,
     ConcurrencyConflict,
+    ConversationDeleted,
     ConversationNotFound,
     InvalidMessage,
 )
 from store.domain.messages import Message, StoredMessage, ToolCall
 from store.domain.values import Appended
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 ADAPTER_KEY = "convo_adapter"
 """The metadata key under which an adapter keeps what the store has no field for."""
@@ -78,7 +79,7 @@ def _with_meta(message: Message, **fields: Any) -> Message:
 class Conversation:
     """One framework session's conversation in a repository."""
 
-    def __init__(self, repository: Repository, session_id: str) -> None:
+    def __init__(self, repository: ConversationRepository, session_id: str) -> None:
         self.repository = repository
         self.session_id = session_id
         # A framework's session id is the conversation's id (unique per
@@ -334,3 +335,19 @@ def _tail_start(window: Sequence[Message], index: int) -> int:
                 start, changed = at, True
                 break
     return start
+
+
+async def live_key(repository: ConversationRepository, base: str) -> tuple[str, bool]:
+    """The conversation the framework's id `base` names now: the first of
+    `base`, `base~2`, ... that was not deleted (a deleted conversation's id
+    stays a tombstone); and whether it exists."""
+    key, generation = base, 1
+    while True:
+        try:
+            await repository.get_conversation(key)
+            return key, True
+        except ConversationNotFound:
+            return key, False
+        except ConversationDeleted:
+            generation += 1
+            key = f"{base}~{generation}"

@@ -35,7 +35,7 @@ import orjson
 from store.domain.errors import ConversationNotFound
 from store.domain.feed import MAX_FEED_LIMIT
 from store.domain.inputs import MAX_AGENT_ID_CHARS
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 STATE_AGENT = "langgraph"
 CHECKPOINT_SLOT = "checkpoint"
@@ -122,7 +122,7 @@ def _resolved(entry: dict[str, Any], seq: int) -> dict[str, Any]:
 class ThreadLog:
     """What this process has read of one thread's conversation log."""
 
-    def __init__(self, repository: Repository, key: str) -> None:
+    def __init__(self, repository: ConversationRepository, key: str) -> None:
         self.repository = repository
         self.key = key
         self.high = 0  # every event up to here has been read ...

@@ -44,7 +44,7 @@ from google.adk.sessions.state import State
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from store.adapters._conversation import ADAPTER_KEY, Conversation, adapter_meta
+from store.adapters._conversation import ADAPTER_KEY, Conversation, adapter_meta, live_key
 from store.adapters._parts import Unmapped
 from store.domain.errors import (
     ConcurrencyConflict,
@@ -52,8 +52,9 @@ from store.domain.errors import (
     ConversationNotFound,
 )
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
+from store.domain.listing import ConversationQuery
 from store.domain.messages import Message, StoredMessage, TextPart, ToolCall
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 __all__ = ["ConvoSessionService", "event_to_message", "message_to_event"]
 
@@ -219,23 +220,9 @@ class ConvoSessionService(BaseSessionService):
     `repository`: any `store.repository.Repository`; the service talks to
     nothing else."""
 
-    def __init__(self, repository: Repository) -> None:
+    def __init__(self, repository: ConversationRepository) -> None:
         self.repository = repository
         self._conversations: OrderedDict[str, Conversation] = OrderedDict()
-
-    async def _live_key(self, base: str) -> tuple[str, bool]:
-        """The conversation `base` names now: the first of `base`, `base~2`,
-        ... not deleted; and whether it exists."""
-        key, generation = base, 1
-        while True:
-            try:
-                await self.repository.get_conversation(key)
-                return key, True
-            except ConversationNotFound:
-                return key, False
-            except ConversationDeleted:
-                generation += 1
-                key = f"{base}~{generation}"
 
     def _conversation(self, key: str) -> Conversation:
         found = self._conversations.get(key)
@@ -328,7 +315,7 @@ class ConvoSessionService(BaseSessionService):
         from google.adk.platform import uuid as platform_uuid
 
         session_id = (session_id or "").strip() or platform_uuid.new_uuid()
-        key, exists = await self._live_key(session_key(app_name, user_id, session_id))
+        key, exists = await live_key(self.repository, session_key(app_name, user_id, session_id))
         if exists:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")
         try:
@@ -358,7 +345,7 @@ class ConvoSessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         session_id = session_id.strip() if session_id else session_id
-        key, exists = await self._live_key(session_key(app_name, user_id, session_id))
+        key, exists = await live_key(self.repository, session_key(app_name, user_id, session_id))
         if not exists:
             return None
         conversation = await self.repository.get_conversation(key)
@@ -409,7 +396,7 @@ class ConvoSessionService(BaseSessionService):
         cursor = None
         while True:
             page = await self.repository.list_conversations(
-                metadata={"adk": where}, cursor=cursor, limit=100
+                ConversationQuery(metadata={"adk": where}, cursor=cursor, limit=100)
             )
             for conversation in page.items:
                 info = conversation.metadata["adk"]
@@ -434,7 +421,7 @@ class ConvoSessionService(BaseSessionService):
         """Delete the session's conversation (the store's `delete`: its
         events and views are purged)."""
         session_id = session_id.strip() if session_id else session_id
-        key, exists = await self._live_key(session_key(app_name, user_id, session_id))
+        key, exists = await live_key(self.repository, session_key(app_name, user_id, session_id))
         if exists:
             self._conversations.pop(key, None)
             with contextlib.suppress(ConversationNotFound, ConversationDeleted):
@@ -445,8 +432,8 @@ class ConvoSessionService(BaseSessionService):
             return event
         from google.adk.errors.session_not_found_error import SessionNotFoundError
 
-        key, exists = await self._live_key(
-            session_key(session.app_name, session.user_id, session.id)
+        key, exists = await live_key(
+            self.repository, session_key(session.app_name, session.user_id, session.id)
         )
         if not exists:
             raise SessionNotFoundError(f"Session {session.id} not found.")

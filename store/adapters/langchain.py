@@ -47,7 +47,7 @@ from store.adapters._loop import background_loop, run_sync
 from store.adapters._parts import Unmapped, image_from_url, image_url, text_part
 from store.domain.inputs import MAX_METADATA_CHARS, json_problem
 from store.domain.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 __all__ = [
     "ConvoChatMessageHistory",
@@ -69,7 +69,7 @@ class ConvoChatMessageHistory(BaseChatMessageHistory):
     def __init__(
         self,
         session_id: str,
-        repository: Repository,
+        repository: ConversationRepository,
         *,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:

@@ -42,7 +42,7 @@ from store.domain.messages import (
     TextPart,
     ToolCall,
 )
-from store.repository import Repository
+from store.repository import ConversationRepository
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -72,7 +72,7 @@ class ConvoSession:
 
     session_settings: SessionSettings | None = None
 
-    def __init__(self, session_id: str, repository: Repository) -> None:
+    def __init__(self, session_id: str, repository: ConversationRepository) -> None:
         self.session_id = session_id
         self.repository = repository
         self._conversation = Conversation(repository, session_id)

@@ -15,6 +15,7 @@ from store.assembler.diagnostics import (
     RepairKind,
     SpecialBlockPlacement,
     StablePrefix,
+    ToolResultClipping,
 )
 from store.assembler.errors import EmptyWindow
 from store.assembler.formats.xml_parser import parse_tool_calls
@@ -49,6 +50,7 @@ __all__ = [
     "RepairKind",
     "SpecialBlockPlacement",
     "StablePrefix",
+    "ToolResultClipping",
     "Violation",
     "assemble",
     "assemble_stored",

@@ -8,7 +8,9 @@ The pipeline, in order (each step in its own module):
 3. rename reused call ids and spell non-finite argument numbers as text
    (`sanitize`, always), then make tool blocks contiguous and repair the
    window (`repair`);
-4. trim the oldest turns to the token budget (`budget`);
+4. clip tool results over their limit (`clipping`), then trim the oldest
+   turns to the token budget (`budget`), then refuse tool images over
+   their size limits (`tool_images`);
 5. fold reminders into the last user message if `reminder_style="inline"`;
 6. place the special block (`placement`) on that list — the one the
    provider will see;
@@ -25,12 +27,15 @@ from functools import cached_property
 from typing import Any
 
 from store.assembler.budget import trim_to_budget
+from store.assembler.clipping import clip_tool_results
 from store.assembler.diagnostics import (
     BudgetTrim,
     Diagnostics,
+    ReasoningReplay,
     Repair,
     SpecialBlockPlacement,
     StablePrefix,
+    ToolResultClipping,
 )
 from store.assembler.errors import EmptyWindow
 from store.assembler.fingerprint import stable_prefix
@@ -44,9 +49,10 @@ from store.assembler.repair import normalise_window
 from store.assembler.sanitize import sanitize_window
 from store.assembler.special_block import SPECIAL_SLOT, special_block
 from store.assembler.system_prompt import SystemPromptChoice, choose_system_prompt
+from store.assembler.tool_images import check_tool_images
 from store.domain.context import AgentProfile, ContextSlots
 from store.domain.messages import Message
-from store.domain.tokens import TokenCounter, estimate_messages_tokens
+from store.domain.tokens import estimate_messages_tokens
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -101,14 +107,22 @@ class Frame:
     tokens: int
 
     @classmethod
-    def of(cls, profile: AgentProfile, slots: ContextSlots, count: TokenCounter) -> Frame:
+    def of(cls, profile: AgentProfile, slots: ContextSlots, options: AssembleOptions) -> Frame:
+        count = options.token_counter
         choice = choose_system_prompt(profile)
         system = (
             Message(role="system", content=choice.text, agent_id=profile.agent_id)
             if choice.text is not None
             else None
         )
-        block = special_block(choice.role_definition, slots, agent_id=profile.agent_id)
+        block = special_block(
+            choice.role_definition,
+            slots,
+            agent_id=profile.agent_id,
+            sub_agent=profile.is_sub_agent,
+            useful_info_items=options.useful_info_items,
+            folder_notes_per_folder=options.folder_notes_per_folder,
+        )
         tokens = sum(estimate_messages_tokens([*([system] if system else []), *block], count))
         return cls(
             agent_id=profile.agent_id, choice=choice, system=system, block=block, tokens=tokens
@@ -134,6 +148,8 @@ class Frame:
         stable_prefix: StablePrefix,
         cache_breakpoints: tuple[str, ...],
         dropped_by_budget: BudgetTrim | None,
+        clipped: ToolResultClipping | None = None,
+        reasoning: ReasoningReplay | None = None,
     ) -> Diagnostics:
         """The build's diagnostics, its special block placed at `at` in a
         history of `history_size` messages."""
@@ -157,6 +173,8 @@ class Frame:
             stable_prefix=stable_prefix,
             cache_breakpoints=cache_breakpoints,
             dropped_by_budget=dropped_by_budget,
+            clipped_tool_results=clipped,
+            reasoning_replay=reasoning,
         )
 
 
@@ -172,14 +190,18 @@ def _render(
     format: ProviderFormat, conversation: Conversation, options: AssembleOptions
 ) -> Rendered:
     if format is ProviderFormat.OPENAI_CHAT:
-        return openai_chat.render(conversation)
+        return openai_chat.render(conversation, options.chat_reasoning)
     if format is ProviderFormat.OPENAI_RESPONSES:
         return openai_responses.render(conversation)
     if format is ProviderFormat.ANTHROPIC:
         return anthropic.render(conversation, cache_breakpoints=options.cache_breakpoints)
     if format is ProviderFormat.GEMINI:
         return gemini.render(conversation)
-    return xml_tools.render(conversation, final_instruction=options.xml_final_instruction)
+    return xml_tools.render(
+        conversation,
+        final_instruction=options.xml_final_instruction,
+        user_question=options.xml_user_question,
+    )
 
 
 def assemble(
@@ -193,13 +215,18 @@ def assemble(
     options = options or AssembleOptions()
     provider = parse_format(format)
     count = options.token_counter
-    frame = Frame.of(profile, slots, count)
+    frame = Frame.of(profile, slots, options)
     choice, fixed = frame.choice, frame.tokens
 
     agent_id = profile.agent_id
     window, repairs = sanitize_window([m for m in messages if m.agent_id == agent_id])
     history, repaired = normalise_window(window, repair=options.repair)
     repairs.extend(repaired)
+    # Clip first: the budget then drops whole turns only if clipped results
+    # still do not fit.
+    history, clipped = clip_tool_results(
+        history, options.max_tool_result_chars, options.max_tool_result_chars_by_tool
+    )
 
     # Token estimates are computed once per message and shared by the budget,
     # the stable prefix and the diagnostics.
@@ -211,6 +238,12 @@ def assemble(
             history, fixed_tokens=fixed, budget=options.token_budget, count=count, costs=costs
         )
         costs = costs[trim.dropped_messages :]
+    # After the budget: images in dropped turns are not sent.
+    check_tool_images(
+        history,
+        per_image=options.max_tool_image_bytes,
+        per_payload=options.max_tool_images_bytes,
+    )
     if options.reminder_style is ReminderStyle.INLINE:
         history, folded = inline_reminders(history)
         repairs.extend(folded)
@@ -219,11 +252,19 @@ def assemble(
     at = special_block_index(history, policy=options.policy, n=options.effective_n)
     placed = frame.place(history, at)
     before_block = at if frame.block else len(history)
+    seen_prefix: Sequence[Message] = history[:before_block]
+    if provider is ProviderFormat.OPENAI_CHAT and any(m.reasoning for m in history):
+        # Chat sends a message's reasoning or not by where the tool loop
+        # starts, which a later message moves: the prefix is fingerprinted
+        # with the reasoning it is sent with (its estimate stays the stored one).
+        if costs is None:
+            costs = estimate_messages_tokens(history, count)
+        seen_prefix = openai_chat.sent_reasoning(history, options.chat_reasoning)[:before_block]
     # Without costs yet, the prefix's are estimated in the fingerprint's pass.
     prefix, prefix_tokens = stable_prefix(
         format=provider.value,
         system_prompt=choice.text,
-        prefix=history[:before_block],
+        prefix=seen_prefix,
         count=count,
         costs=None if costs is None else costs[:before_block],
     )
@@ -253,6 +294,8 @@ def assemble(
         stable_prefix=prefix,
         cache_breakpoints=rendered.cache_breakpoints,
         dropped_by_budget=trim,
+        clipped=clipped,
+        reasoning=rendered.reasoning,
     )
     return Assembly(
         payload=rendered.payload,

@@ -45,6 +45,7 @@ class RepairKind(StrEnum):
     RENAMED_TOOL_ID = "renamed_tool_id"
     REPLACED_NON_FINITE_NUMBER = "replaced_non_finite_number"
     DROPPED_DUPLICATE_REASONING = "dropped_duplicate_reasoning"
+    MOVED_TOOL_RESULT_IMAGES = "moved_tool_result_images"
 
 
 class Repair(_Value):
@@ -124,6 +125,28 @@ class BudgetTrim(_Value):
     over_budget: bool  # still above budget after dropping all it may drop
 
 
+class ToolResultClipping(_Value):
+    """Tool results sent as head + marker + tail (`store.assembler.clipping`);
+    the stored results are unchanged."""
+
+    clipped: int  # results clipped in this payload
+    cut_chars: int  # characters cut from them, in all
+    call_ids: tuple[str, ...]  # the calls whose results were clipped
+
+
+class ReasoningReplay(_Value):
+    """What an `openai-chat` payload did with stored reasoning
+    (`options.chat_reasoning`): assistant messages whose `reasoning_content`
+    was sent back, those whose was left out by the option, and those whose
+    reasoning is another provider's shape (Anthropic thinking, OpenAI
+    Responses items, Gemini thoughts), which Chat has no field for."""
+
+    mode: str
+    replayed: int
+    left_out: int
+    other_providers: int
+
+
 class Diagnostics(_Value):
     format: str
     agent_id: str
@@ -135,3 +158,7 @@ class Diagnostics(_Value):
     stable_prefix: StablePrefix
     cache_breakpoints: tuple[str, ...]
     dropped_by_budget: BudgetTrim | None
+    # None when no clipping limit was set.
+    clipped_tool_results: ToolResultClipping | None = None
+    # `openai-chat` only, when some assistant message carries reasoning.
+    reasoning_replay: ReasoningReplay | None = None

@@ -4,8 +4,9 @@
 
 Messages are OpenAI-Chat-shaped (role, content, tool_calls with id /
 function.name / function.arguments — a JSON string as OpenAI sends it, or an
-object — tool_call_id) plus optional "kind", "agent", "is_error" and
-"reasoning". The custom system prompt is agent.system_prompt, or else a
+object — tool_call_id, and an assistant's "reasoning_content" as
+OpenAI-compatible endpoints return it) plus optional "kind", "agent",
+"is_error" and "reasoning". The custom system prompt is agent.system_prompt, or else a
 first message with role system (not a reminder). Every problem raises
 `DocumentError` with a one-line message naming where it is.
 """
@@ -104,6 +105,8 @@ def _message(raw: Any, index: int) -> Message:
     }
     if raw.get("kind") is not None:
         fields["kind"] = raw["kind"]
+    if "reasoning_content" in raw:  # as OpenAI-compatible Chat endpoints return it
+        fields["reasoning_content"] = raw["reasoning_content"]
     try:
         return Message.model_validate(fields)
     except ValidationError as error:

@@ -30,3 +30,8 @@ class EmptyWindow(ConfigurationError):
             f"nothing to send to {format}: agent {agent_id!r} has no visible message and no "
             f"context slot to render; {why}"
         )
+
+
+class ToolImageTooLarge(ConfigurationError):
+    """An image returned by a tool, or all of them together, over the
+    limits of `AssembleOptions` (`store.assembler.tool_images`)."""

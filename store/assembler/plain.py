@@ -15,7 +15,8 @@ decodes only the messages the policy looks at.
 
 OpenAI Chat, OpenAI Responses and Anthropic have plain renderers
 (`_PLAIN`, each a `_Target` told the window's messages one by one; a
-window with reasoning the format replays is not plain for it); Gemini and
+window with reasoning the format replays, or for OpenAI Chat any
+reasoning, is not plain for it); Gemini and
 the XML protocol take the general path.
 `tests/unit/assembler/test_plain.py` holds the two paths equal, value for
 value, on windows that are plain and on windows that are not.
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
 from store.assembler.assemble import MESSAGE_LIST, Assembly, Frame, assemble, parse_format
-from store.assembler.diagnostics import StablePrefix
+from store.assembler.diagnostics import StablePrefix, ToolResultClipping
 from store.assembler.errors import EmptyWindow
 from store.assembler.fingerprint import digest_rows
 from store.assembler.formats import anthropic, openai_chat, openai_responses
@@ -52,6 +53,7 @@ from store.domain.messages import Message
 from store.domain.tokens import MESSAGE_OVERHEAD, approximate_tokens, arguments_text
 
 Row = Sequence[Any]
+ANY_REASONING = "*"
 # A tool call as a target is told it: id, name, arguments, and the
 # arguments as JSON text (sorted keys, non-ASCII kept: `arguments_json`).
 Call = tuple[str, str, dict[str, Any], str]
@@ -65,7 +67,8 @@ class _Target(Protocol):
     #: The format's rule for call ids: an id it would rename is not plain.
     rule: IdRule
     #: The provider whose reasoning the format sends: a row that carries
-    #: some is not plain (its replay has rules of its own).
+    #: some is not plain (its replay has rules of its own); `ANY_REASONING`:
+    #: a row with any reasoning is not plain (its diagnostics count it).
     replays: str | None
 
     def user(self, content: str) -> None: ...
@@ -100,7 +103,7 @@ def assemble_stored(
     plain = _PLAIN.get(provider)
     if plain is not None and _plain_options(options) and window.rows:
         target = plain()
-        costs = _render(window.rows, profile.agent_id, target)
+        costs = _render(window.rows, profile.agent_id, target, _smallest_limit(options))
         if costs is not None:
             return _assembly(window.rows, target, costs, profile, slots, provider, options)
     return assemble(
@@ -108,9 +111,20 @@ def assemble_stored(
     )
 
 
+def _smallest_limit(options: AssembleOptions) -> int | None:
+    """The smallest tool-result limit: a result within it is sent whole
+    whichever tool it came from."""
+    limits = [
+        *options.max_tool_result_chars_by_tool.values(),
+        *([] if options.max_tool_result_chars is None else [options.max_tool_result_chars]),
+    ]
+    return min(limits) if limits else None
+
+
 def _plain_options(options: AssembleOptions) -> bool:
     """Options under which a plain window's history is the window itself:
-    nothing trimmed, folded or merged, estimated by the default counter."""
+    nothing trimmed, folded or merged, estimated by the default counter.
+    (A window with a tool result over a clipping limit is not plain.)"""
     return (
         options.token_budget is None
         and options.reminder_style is not ReminderStyle.INLINE
@@ -130,7 +144,7 @@ def _assembly(
 ) -> Assembly:
     """The assembly of a plain window, `assemble`'s steps on its rendered
     rows: the frame, the special block's place, the prefix, the diagnostics."""
-    frame = Frame.of(profile, slots, options.token_counter)
+    frame = Frame.of(profile, slots, options)
     block = frame.block
     size = len(rows)
     at = (
@@ -158,6 +172,11 @@ def _assembly(
         stable_prefix=prefix,
         cache_breakpoints=rendered.cache_breakpoints,
         dropped_by_budget=None,
+        clipped=(
+            None
+            if _smallest_limit(options) is None
+            else ToolResultClipping(clipped=0, cut_chars=0, call_ids=())
+        ),
     )
     return Assembly(
         payload=rendered.payload,
@@ -198,13 +217,15 @@ class _Decoded(Sequence[Message]):
         return message
 
 
-def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | None:
+def _render(
+    rows: Sequence[Row], agent_id: str, target: _Target, limit: int | None = None
+) -> list[int] | None:
     """Tell `target` each row's message, and return each one's token
     estimate (`estimate_messages_tokens`); None at the first row that is
     not plain: another agent's, content that is not a string, reasoning the
     format replays, a result that does not follow its call's block, a block
     left unanswered, a call id used twice or one the format would rename,
-    a non-finite argument."""
+    a non-finite argument, a tool result longer than `limit`."""
     costs: list[int] = []
     cost = costs.append
     user, system, assistant, tool = target.user, target.system, target.assistant, target.tool
@@ -222,13 +243,15 @@ def _render(rows: Sequence[Row], agent_id: str, target: _Target) -> list[int] | 
             return None
         tokens = MESSAGE_OVERHEAD + approximate_tokens(content)
         for block in message.get("reasoning", no_reasoning):
-            if block["provider"] == replays:
+            if block["provider"] == replays or replays == ANY_REASONING:
                 return None
             tokens += approximate_tokens(block.get("text") or "")
         role = message["role"]
         if role == "tool":
             call_id = message.get("tool_call_id", no_call_id)
             if call_id not in waiting:  # an orphan, a second result, or out of its block
+                return None
+            if limit is not None and len(content) > limit:  # to be clipped
                 return None
             waiting.discard(call_id)
             tool(call_id, content, message.get("is_error", no_error))
@@ -264,7 +287,9 @@ class _OpenAIChat:
     """OpenAI Chat's messages (`formats.openai_chat.render`), one a message."""
 
     rule: IdRule = OPENAI_CHAT
-    replays: str | None = None  # Chat Completions has no field for reasoning
+    # OpenAI-compatible endpoints' `reasoning_content`, and a count of the
+    # other providers' reasoning left out: both in the diagnostics.
+    replays: str | None = ANY_REASONING
 
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []

@@ -36,20 +36,16 @@ def placeholder_result(call_id: str, agent_id: str) -> Message:
     )
 
 
-def _text_only_result(message: Message, index: int, repairs: list[Repair]) -> Message:
-    # Every format renders a tool result as text; say so rather than lose it silently.
+def _result_content(message: Message) -> Message:
+    """A result made of parts as the formats take it: text alone joined into
+    one string; with images, its non-blank text parts and its images (each
+    format sends them its own way: `store.assembler.tool_images`)."""
     if isinstance(message.content, str):
         return message
-    texts = tuple(p for p in message.content if isinstance(p, TextPart))
-    if len(texts) != len(message.content):
-        repairs.append(
-            Repair(
-                kind=RepairKind.DROPPED_TOOL_RESULT_IMAGE,
-                detail=f"image parts of the result of {message.tool_call_id} dropped",
-                message_index=index,
-            )
-        )
-    return message.model_copy(update={"content": "\n".join(p.text for p in texts)})
+    if all(isinstance(p, TextPart) for p in message.content):
+        return message.model_copy(update={"content": message.text})
+    kept = tuple(p for p in message.content if not (isinstance(p, TextPart) and not p.text.strip()))
+    return message.model_copy(update={"content": kept})
 
 
 def _drop_empty_text(message: Message, index: int, repairs: list[Repair]) -> Message:
@@ -104,7 +100,7 @@ def normalise_window(
                     Repair(kind=kind, detail=f"tool result for {call_id!r}", message_index=i)
                 )
                 continue
-            append(_text_only_result(message, i, repairs))
+            append(_result_content(message))
             continue
         if repair and not isinstance(message.content, str):
             if role == "assistant" and not message.tool_calls and not message.text.strip():
@@ -133,11 +129,7 @@ def normalise_window(
             if later.role == "tool" and later.tool_call_id == call_id and i + 1 not in consumed:
                 consumed.add(i + 1)
                 answered.add(call_id)
-                append(
-                    later
-                    if later.content.__class__ is str
-                    else _text_only_result(later, i + 1, repairs)
-                )
+                append(later if later.content.__class__ is str else _result_content(later))
                 continue
         ids = {call.id for call in calls}
         waiting = set(ids)
@@ -162,11 +154,7 @@ def normalise_window(
                 findable.discard(later.tool_call_id)
                 consumed.add(j)
                 last_result = j
-                append(
-                    later
-                    if later.content.__class__ is str
-                    else _text_only_result(later, j, repairs)
-                )
+                append(later if later.content.__class__ is str else _result_content(later))
             else:
                 skipped.append(j)
         moved = sum(j < last_result for j in skipped) if skipped else 0

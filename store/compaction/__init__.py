@@ -8,6 +8,7 @@ One idea per module:
 - `candidates`: which conversations of a tenant are over a threshold;
 - `plan`: where the boundary goes and what is kept (pure);
 - `summarizer`: the `Summarizer` protocol and the default, extractive one;
+- `choice`: a summarizer by name (`extractive`, `openai-compatible`);
 - `openai_compatible`: an example summarizer for any OpenAI-compatible
   endpoint (imported on its own: it needs httpx);
 - `job`: the runner — claims, retries on concurrent writes, reports.
@@ -16,6 +17,7 @@ Run it as `convo compact` or `POST /compactions`; docs/compaction.md says
 how, and what it guarantees.
 """
 
+from store.compaction.choice import SUMMARIZER_NAMES, SummarizerName, make_summarizer
 from store.compaction.job import (
     STATUSES,
     CompactionJob,
@@ -35,6 +37,7 @@ from store.repository.port import CandidateCursor, CandidateQuery, CompactionCan
 
 __all__ = [
     "STATUSES",
+    "SUMMARIZER_NAMES",
     "CandidateCursor",
     "CandidateQuery",
     "CompactionCandidate",
@@ -47,9 +50,11 @@ __all__ = [
     "NoPlan",
     "Status",
     "Summarizer",
+    "SummarizerName",
     "SummaryRefused",
     "WindowSize",
     "check_summary",
+    "make_summarizer",
     "parse_keep_last",
     "plan_compaction",
     "policy_refusal",

@@ -14,8 +14,12 @@ new batch starts and what it keeps from before that point:
   target (keep as much as the target allows), else the earliest step that
   fits; none fits → the latest valid turn boundary (else step).
 - Kept from before it: system messages (not earlier summaries: the new
-  summary covers them), pinned messages, the last `keep_last[role]`
-  messages of each role — each with its whole tool-call block.
+  summary covers them; of reminders, only the latest of each kind — see
+  `reminder_kind` — and none whose kind has a newer reminder after the
+  boundary), pinned messages, the last `keep_last[role]` messages of each
+  role — each with its whole tool-call block. Older reminders stay in the
+  history, out of the window: a stale "TODO changed" must not pile up in
+  every new window.
 - Everything else before it leaves the window and is what the summary
   covers (`hidden`).
 
@@ -176,13 +180,33 @@ def _is_turn_start(message: StoredMessage) -> bool:
     return message.role == "user" and message.kind != MessageKind.SUMMARY
 
 
+# A reminder's kind, when its writer names one (`{"reminder_kind": "todo"}`):
+# reminders of one kind replace each other. A reminder without it is of
+# the one unnamed kind.
+REMINDER_KIND = "reminder_kind"
+
+
+def reminder_kind(message: StoredMessage) -> str:
+    kind = message.metadata.get(REMINDER_KIND)
+    return kind if isinstance(kind, str) else ""
+
+
 def _retained(
     agent: Sequence[StoredMessage], boundary: int, blocks: _Blocks, policy: CompactionPolicy
 ) -> set[int]:
+    latest: dict[str, int] = {}  # each reminder kind's last position in the window
+    for i, m in enumerate(agent):
+        if m.kind == MessageKind.REMINDER:
+            latest[reminder_kind(m)] = i
     kept = {
         i
         for i in range(boundary)
-        if agent[i].pinned or (agent[i].role == "system" and agent[i].kind != MessageKind.SUMMARY)
+        if agent[i].pinned
+        or (
+            agent[i].role == "system"
+            and agent[i].kind != MessageKind.SUMMARY
+            and (agent[i].kind != MessageKind.REMINDER or latest[reminder_kind(agent[i])] == i)
+        )
     }
     for role in ROLES:
         wanted = policy.keep_last.get(role, 0)

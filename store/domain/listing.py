@@ -19,7 +19,7 @@ import base64
 import binascii
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from decimal import InvalidOperation as DecimalError
@@ -28,10 +28,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from store.domain.errors import InvalidOperation
+from store.domain.inputs import MAX_METADATA_CHARS, json_problem
 from store.domain.messages import StoredMessage
 from store.domain.values import Conversation
 
 ConversationOrder = Literal["newest", "oldest"]
+MAX_READ_LIMIT = 1000  # the most items a read returns at once (pages, windows, ranges)
 MAX_CURSOR_CHARS = 400
 
 
@@ -53,7 +55,10 @@ class Listed:
 
 @dataclass(frozen=True, kw_only=True)
 class ConversationQuery:
-    """A page of a tenant's conversations (deleted ones are never listed)."""
+    """Which of a tenant's conversations to list, and which page of them:
+    the one value the HTTP route, `Repository.list_conversations`, the
+    storage port and both backends take. Deleted conversations are never
+    listed. Checked as it is built: a bad value is `InvalidOperation`."""
 
     metadata: dict[str, Any] | None = None  # containment, as jsonb @>
     archived: bool | None = None
@@ -62,8 +67,48 @@ class ConversationQuery:
     updated_from: datetime | None = None  # inclusive
     updated_to: datetime | None = None  # exclusive
     order: ConversationOrder = "newest"
-    after: ConversationCursor | None = None
-    limit: int = 50
+    cursor: str | None = None  # a page's `next_cursor`
+    limit: int = 50  # the page's size (a storage reads one more: is there a next page?)
+    _after: ConversationCursor | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise InvalidOperation(f"limit must be an integer 1..{MAX_READ_LIMIT}, got {limit!r}")
+        if not 1 <= limit <= MAX_READ_LIMIT:
+            raise InvalidOperation(f"limit must be 1..{MAX_READ_LIMIT}, got {limit}")
+        if self.order not in ("newest", "oldest"):
+            raise InvalidOperation(f"order must be 'newest' or 'oldest', got {self.order!r}")
+        if self.metadata is not None:
+            problem = json_problem(self.metadata, max_chars=MAX_METADATA_CHARS, what="metadata")
+            if problem is not None:
+                raise InvalidOperation(f"invalid metadata filter: {problem}")
+        for name in ("created_from", "created_to", "updated_from", "updated_to"):
+            moment = getattr(self, name)
+            if moment is not None and moment.tzinfo is None:
+                raise InvalidOperation(f"{name} needs a time zone (e.g. 2026-01-01T00:00:00Z)")
+        after = None if self.cursor is None else decode_conversation_cursor(self.cursor)
+        object.__setattr__(self, "_after", after)
+
+    @property
+    def after(self) -> ConversationCursor | None:
+        """Where the previous page ended (the decoded `cursor`)."""
+        return self._after
+
+    @property
+    def newest(self) -> bool:
+        return self.order == "newest"
+
+
+def conversation_query(**fields: Any) -> ConversationQuery:
+    """A `ConversationQuery` from keywords; an unknown one is InvalidOperation."""
+    known = ConversationQuery.__dataclass_fields__.keys() - {"_after"}
+    unknown = sorted(fields.keys() - known)
+    if unknown:
+        raise InvalidOperation(
+            f"unknown listing filter {', '.join(unknown)}; filters are {', '.join(sorted(known))}"
+        )
+    return ConversationQuery(**fields)
 
 
 def _encode(values: list[Any]) -> str:

@@ -42,6 +42,10 @@ ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
 MAIN_AGENT = "main"
 
+# Whose reasoning a `reasoning_content` is: what OpenAI-compatible Chat
+# endpoints that think (DeepSeek, Qwen, Kimi, ...) return it as.
+CHAT_REASONING = "openai-chat"
+
 
 class MessageKind(StrEnum):
     """Where a message came from, so user input and system text never mix."""
@@ -138,6 +142,28 @@ class Message(_Value):
         if isinstance(data, dict) and data.get("kind") is None and data.get("role") == "user":
             return {**data, "kind": MessageKind.INPUT}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reasoning_content(cls, data: Any) -> Any:
+        # An assistant message as a Chat endpoint returns it: its
+        # `reasoning_content` is kept as a reasoning item of that provider,
+        # so the assembler can send it back (docs/assembler.md).
+        if not isinstance(data, dict) or "reasoning_content" not in data:
+            return data
+        fields = dict(data)
+        text = fields.pop("reasoning_content")
+        if text is None or text == "":
+            return fields
+        if not isinstance(text, str):
+            raise ValueError("reasoning_content must be text")
+        if fields.get("role") != "assistant":
+            raise ValueError("only assistant messages carry reasoning_content")
+        given = fields.get("reasoning") or ()
+        if not isinstance(given, list | tuple):
+            return fields  # the `reasoning` field's own check names the problem
+        fields["reasoning"] = (*given, {"provider": CHAT_REASONING, "text": text})
+        return fields
 
     @model_validator(mode="after")
     def _shape(self) -> Self:

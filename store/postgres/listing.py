@@ -68,7 +68,7 @@ class ConversationListing(Pooled):
 
     async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
         statement = page_statement(
-            newest=query.order == "newest",
+            newest=query.newest,
             metadata=query.metadata is not None,
             archived=query.archived,
             created_from=query.created_from is not None,
@@ -86,7 +86,7 @@ class ConversationListing(Pooled):
             "updated_to": query.updated_to,
             "after_at": None if query.after is None else query.after.created_at,
             "after_id": None if query.after is None else query.after.id,
-            "limit": query.limit,
+            "limit": query.limit + 1,  # one more: is there a next page?
         }
         return [
             Listed(

@@ -196,7 +196,7 @@ class OptimisticSession:
 
     # What an append never asks (read under the lock by `WriteSession`).
     pending_call_ids = window = batch_window = key_after = key_before = message = _unanswerable
-    messages_written_by = fork_source = purge = _unanswerable
+    messages_written_by = fork_source = purge = metadata = _unanswerable
 
 
 class RememberedHeads:

@@ -56,7 +56,14 @@ from store.postgres.forks import read_fork_source
 from store.postgres.pooled import Row
 from store.postgres.shared_sql import EDIT, MEMBER_SOURCES, MESSAGE_COLUMNS, PROBE_EVENTS
 from store.postgres.write_statements import DELETE_VIEWS, write_statements
-from store.repository.port import ForkSource, Lookups, StoredRequest, StreamRow, Write
+from store.repository.port import (
+    CurrentWindow,
+    ForkSource,
+    Lookups,
+    StoredRequest,
+    StreamRow,
+    Write,
+)
 
 # --- the stream row -------------------------------------------------------------------
 
@@ -89,6 +96,8 @@ PENDING_CALLS = (
     "SELECT call_id FROM tool_calls WHERE conversation_id = %(cid)s AND status = 'pending'"
     " AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
 )
+
+METADATA = "SELECT metadata FROM conversations WHERE id = %(cid)s"
 
 # The request an idempotency key was first used for.
 REQUEST = (
@@ -161,7 +170,7 @@ PURGE = (
 )
 
 
-class WriteSession:
+class WriteSession(CurrentWindow):
     """One write transaction on a locked stream row (the module docstring)."""
 
     remembered = False
@@ -255,11 +264,6 @@ class WriteSession:
     async def pending_call_ids(self, agent_id: str | None = None) -> set[str]:
         return {r[0] for r in await self._rows(PENDING_CALLS, self._params(agent=agent_id))}
 
-    async def window(self, agent_id: str) -> list[WindowEntry]:
-        window = await self.batch_window((await self.head()).batch_of(agent_id), agent_id)
-        assert window is not None
-        return window
-
     async def batch_window(
         self, batch: int, agent_id: str | None = None
     ) -> list[WindowEntry] | None:
@@ -295,6 +299,11 @@ class WriteSession:
         return _message(rows[0]) if rows else None
 
     # the rest of the write port
+    async def metadata(self) -> dict[str, Any]:
+        rows = await self._rows(METADATA, self._params())
+        metadata: dict[str, Any] = rows[0][0]
+        return metadata
+
     async def request(self, idempotency_key: str) -> StoredRequest | None:
         if self._request is not None and self._request[0] == idempotency_key:
             return self._request[1]

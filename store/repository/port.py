@@ -22,6 +22,7 @@ tenant's conversation) or `ConversationDeleted`.
 from __future__ import annotations
 
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from store.domain.codec import StoredWindow
-from store.domain.commands import ConversationState
+from store.domain.commands import ConversationState, Head
 from store.domain.context import AgentProfile, ContextSlots
 from store.domain.feed import ChangedConversation, FeedEvent, FeedPage
 from store.domain.listing import ConversationQuery, Listed
@@ -39,6 +40,7 @@ from store.domain.projector import Changes, Recorded, ViewHead
 from store.domain.records import FeedPosition, RecordedEvent
 from store.domain.search import SearchPage, SearchQuery
 from store.domain.values import Batch, Conversation, ToolBlock
+from store.domain.window import WindowEntry
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +193,10 @@ class WriteSession(ConversationState, Protocol):
     @property
     def stream(self) -> StreamRow | None: ...
 
+    async def metadata(self) -> dict[str, Any]:
+        """The conversation's metadata as this transaction sees it."""
+        ...
+
     async def request(self, idempotency_key: str) -> StoredRequest | None: ...
     async def messages_by_client_id(
         self, client_ids: Sequence[str]
@@ -219,6 +225,24 @@ class WriteSession(ConversationState, Protocol):
         """Delete the conversation's events, requests and views (the stream
         row stays, as a tombstone)."""
         ...
+
+
+class CurrentWindow(ABC):
+    """A write session's `window`: an agent's current window, as the batch
+    the head names for it shows it (what every backend's session does)."""
+
+    @abstractmethod
+    async def head(self) -> Head: ...
+
+    @abstractmethod
+    async def batch_window(
+        self, batch: int, agent_id: str | None = None
+    ) -> list[WindowEntry] | None: ...
+
+    async def window(self, agent_id: str) -> list[WindowEntry]:
+        window = await self.batch_window((await self.head()).batch_of(agent_id), agent_id)
+        assert window is not None  # the batch the head names is the agent's
+        return window
 
 
 class RebuildSession(Protocol):
@@ -353,7 +377,9 @@ class Storage(Protocol):
         ...
 
     async def list_conversations(self, tenant: str, query: ConversationQuery) -> list[Listed]:
-        """A page of the tenant's conversations that are not deleted."""
+        """The tenant's conversations that are not deleted, as `query` says,
+        in its order after its cursor: at most `query.limit + 1` (the one
+        more tells the repository another page follows)."""
         ...
 
     async def tool_blocks(

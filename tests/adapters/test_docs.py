@@ -1,6 +1,8 @@
 """Every Python example in docs/adapters.md runs as written (on the in-memory
 repository). An example whose first line is `# requires: <module>` is skipped
-where that module is not installed (google-adk lives in .venv-adk)."""
+where that module is not installed (google-adk lives in .venv-adk); one with
+`<!-- doc-runner: skip — <why> -->` on the line before its fence (it needs a
+running server) is skipped with that reason."""
 
 from __future__ import annotations
 
@@ -13,7 +15,13 @@ from pathlib import Path
 import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+EXAMPLES = re.findall(
+    r"^(?:<!-- doc-runner: skip — ([^\n]*?) -->\n)?```python\n(.*?)```",
+    DOC.read_text(encoding="utf-8"),
+    re.S | re.M,
+)
+BLOCKS = [block for _, block in EXAMPLES]
+SKIPPED = {block: why for why, block in EXAMPLES if why}
 
 
 def _needs(block: str) -> str | None:
@@ -23,6 +31,8 @@ def _needs(block: str) -> str | None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"example-{i}" for i in range(len(BLOCKS))])
 def test_example_runs(block: str) -> None:
+    if block in SKIPPED:
+        pytest.skip(SKIPPED[block])
     needs = _needs(block)
     if needs is not None and importlib.util.find_spec(needs.split(".")[0]) is None:
         pytest.skip(f"{needs} is not installed here")

@@ -41,6 +41,7 @@ ROUTES = {
     ("put", "/conversations/{conversation_id}/messages/{seq}/pin"),
     ("delete", "/conversations/{conversation_id}/messages/{seq}/pin"),
     ("post", "/compactions"),
+    ("post", "/xml-tools/parse"),
     ("post", "/conversations/{conversation_id}/compact"),
     ("get", "/health"),
     ("get", "/ready"),

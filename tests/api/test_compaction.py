@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.api.conftest import auth, new_conversation
+from tests.chat_stub import ChatStub, chat_answer
 
 
 def _turns(count: int) -> list[dict[str, Any]]:
@@ -150,3 +151,75 @@ async def test_the_operations_are_named(acme: httpx.AsyncClient) -> None:
         document["paths"]["/conversations/{conversation_id}/compact"]["post"]["operationId"]
         == "compactConversation"
     )
+
+
+# --- a model summarizer, against a stub OpenAI-compatible server on 127.0.0.1 -----------
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    stubs: list[ChatStub] = []
+
+    def start(answer: Any, status: int = 200) -> ChatStub:
+        stub = ChatStub(answer, status)
+        stubs.append(stub)
+        monkeypatch.setenv("CONVO_SUMMARIZER_URL", stub.url)
+        monkeypatch.setenv("CONVO_SUMMARIZER_MODEL", "summarizer-1")
+        monkeypatch.setenv("CONVO_SUMMARIZER_API_KEY", "sk-test")
+        return stub
+
+    yield start
+    for stub in stubs:
+        stub.close()
+
+
+async def test_a_model_writes_the_summary(acme: httpx.AsyncClient, model: Any) -> None:
+    stub = model(chat_answer("The user searched ten times; all found."))
+    cid = await _long_conversation(acme)
+    response = await acme.post(
+        "/compactions", json={"max_messages": 20, "summarizer": "openai-compatible"}
+    )
+    assert response.status_code == 200, response.text
+    (result,) = response.json()["results"]
+    assert result["status"] == "compacted"
+    window = await _window(acme, cid)
+    [summary] = [m for m in window if m["kind"] == "summary"]
+    assert summary["content"] == "The user searched ten times; all found."
+    [body] = stub.bodies
+    assert body["model"] == "summarizer-1"
+    assert "request 0" in body["messages"][1]["content"]
+    assert stub.headers == ["Bearer sk-test"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "status"),
+    [({"error": "overloaded"}, 503), ({"choices": []}, 200), (chat_answer("   "), 200)],
+)
+async def test_a_failing_model_changes_nothing(
+    acme: httpx.AsyncClient, model: Any, answer: Any, status: int
+) -> None:
+    model(answer, status)
+    cid = await _long_conversation(acme)
+    before = await _window(acme, cid)
+    response = await acme.post(
+        f"/conversations/{cid}/compact",
+        json={"max_messages": 20, "summarizer": "openai-compatible"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "summary_failed"
+    assert await _window(acme, cid) == before
+
+
+async def test_a_model_summarizer_without_settings_is_refused_by_name(
+    acme: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CONVO_SUMMARIZER_URL", raising=False)
+    monkeypatch.delenv("CONVO_SUMMARIZER_MODEL", raising=False)
+    response = await acme.post(
+        "/compactions", json={"max_messages": 20, "summarizer": "openai-compatible"}
+    )
+    assert response.status_code == 422
+    assert "CONVO_SUMMARIZER_URL and CONVO_SUMMARIZER_MODEL" in response.json()["detail"]
+    unknown = await acme.post("/compactions", json={"max_messages": 20, "summarizer": "gpt"})
+    assert unknown.status_code == 422
+    assert unknown.json()["detail"].startswith("body.summarizer:")

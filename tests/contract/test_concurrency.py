@@ -10,7 +10,8 @@ import pytest
 
 from store.domain.commands import Head
 from store.domain.errors import ConcurrencyConflict
-from store.memory import storage as testing
+from store.memory import InMemoryRepository
+from store.memory.write_session import MemoryWriteSession
 from store.repository import Appended, Repository
 from tests.contract.conftest import seqs, user
 
@@ -89,15 +90,15 @@ async def test_the_fake_serialises_writers_that_suspend_while_deciding(
 ) -> None:
     """The fake's lock, not the absence of awaits, is what keeps writers
     apart: make every decision yield to the loop and nothing may change."""
-    original_head = testing._WriteSession.head
+    original_head = MemoryWriteSession.head
 
-    async def yielding_head(state: testing._WriteSession) -> Head:
+    async def yielding_head(state: MemoryWriteSession) -> Head:
         head = await original_head(state)
         await asyncio.sleep(0)  # another writer runs while this head is in hand
         return head
 
-    monkeypatch.setattr(testing._WriteSession, "head", yielding_head)
-    repository = testing.InMemoryRepository()
+    monkeypatch.setattr(MemoryWriteSession, "head", yielding_head)
+    repository = InMemoryRepository()
     conversation = await repository.create_conversation()
 
     await asyncio.gather(

@@ -186,26 +186,15 @@ async def test_archive_flags_the_conversation(repository: Repository, conversati
     assert seqs(appended.messages) == [3]
 
 
-@pytest.mark.parametrize("operation", list(READS))
-async def test_reads_of_a_deleted_conversation_say_it_was_deleted(
+@pytest.mark.parametrize("operation", [*READS, *WRITES])
+async def test_reads_and_writes_of_a_deleted_conversation_say_it_was_deleted(
     repository: Repository, conversation_id: str, operation: str
 ) -> None:
     await append_texts(repository, conversation_id, "U", "A")
     await repository.delete(conversation_id)
 
     with pytest.raises(ConversationDeleted):
-        await READS[operation](repository, conversation_id)
-
-
-@pytest.mark.parametrize("operation", list(WRITES))
-async def test_writes_to_a_deleted_conversation_are_refused(
-    repository: Repository, conversation_id: str, operation: str
-) -> None:
-    await append_texts(repository, conversation_id, "U", "A")
-    await repository.delete(conversation_id)
-
-    with pytest.raises(ConversationDeleted):
-        await WRITES[operation](repository, conversation_id)
+        await {**READS, **WRITES}[operation](repository, conversation_id)
 
 
 async def test_a_deleted_id_cannot_be_reused(repository: Repository, conversation_id: str) -> None:

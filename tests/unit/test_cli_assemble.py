@@ -190,3 +190,57 @@ def test_non_finite_arguments_in_a_document_are_refused_in_one_line() -> None:
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert "numbers must be finite" in line
+
+
+def test_reasoning_content_and_clipping_from_the_document() -> None:
+    document = json.loads(json.dumps(DOCUMENT))
+    document["messages"][1]["reasoning_content"] = "I should list the files."
+    document["messages"][2]["content"] = "a.txt\n" * 1_000
+    document["options"] = {"max_tool_result_chars": 500}
+    result = invoke("--format", "openai-chat", stdin=json.dumps(document))
+    assert result.exit_code == 0, result.output
+    output = json.loads(result.stdout)
+    messages = output["payload"]["messages"]
+    [assistant] = [m for m in messages if m.get("tool_calls")]
+    assert assistant["reasoning_content"] == "I should list the files."
+    [tool] = [m for m in messages if m["role"] == "tool"]
+    assert len(tool["content"]) <= 500
+    diagnostics = output["diagnostics"]
+    assert diagnostics["reasoning_replay"]["replayed"] == 1
+    assert diagnostics["clipped_tool_results"]["clipped"] == 1
+
+
+def test_any_option_from_the_command_line() -> None:
+    document = json.loads(json.dumps(DOCUMENT))
+    document["messages"][2]["content"] = "a.txt\n" * 1_000
+    result = invoke(
+        "--format",
+        "anthropic",
+        "--option",
+        "max_tool_result_chars=400",
+        "-o",
+        'max_tool_result_chars_by_tool={"ls": 300}',
+        "-o",
+        "chat_reasoning=all",
+        stdin=json.dumps(document),
+    )
+    assert result.exit_code == 0, result.output
+    clipped = json.loads(result.stdout)["diagnostics"]["clipped_tool_results"]
+    assert clipped["clipped"] == 1
+    assert "characters cut" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("option", "problem"),
+    [
+        ("max_tool_result_chars", "NAME=VALUE"),
+        ("max_tool_result_chars=5", "greater than or equal to 200"),
+        ("colour=red", "colour"),
+        ("token_counter=len", "cannot be set"),
+    ],
+)
+def test_a_bad_option_exits_2_with_one_line(option: str, problem: str) -> None:
+    result = invoke("--format", "openai-chat", "--option", option, stdin=json.dumps(DOCUMENT))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert problem in result.stderr

@@ -331,3 +331,72 @@ async def test_the_openai_compatible_summarizer_refuses_a_shapeless_answer() -> 
         )
         with pytest.raises(SummarizerFailed):
             await summarizer.summarize([], conversation_id="c", agent_id="main")
+
+
+# --- reminders: only the latest of each kind survives into a new window ------------------
+
+
+def test_only_the_latest_reminder_of_each_kind_is_kept() -> None:
+    b = Builder()
+    b.add("system", "rules")
+    todo_1 = b.add(
+        "system", "todo v1", kind=MessageKind.REMINDER, metadata={"reminder_kind": "todo"}
+    )
+    b.turn()
+    todo_2 = b.add(
+        "system", "todo v2", kind=MessageKind.REMINDER, metadata={"reminder_kind": "todo"}
+    )
+    read = b.add(
+        "system", "read a.py", kind=MessageKind.REMINDER, metadata={"reminder_kind": "file"}
+    )
+    plain_1 = b.add("system", "note 1", kind=MessageKind.REMINDER)
+    b.turn()
+    plain_2 = b.add("system", "note 2", kind=MessageKind.REMINDER)
+    b.turn()
+    b.turn()
+    plan = _plan(b.messages, max_messages=8)
+    assert plan.boundary_seq > plain_2.seq
+    assert todo_2.seq in plan.retain
+    assert read.seq in plan.retain
+    assert plain_2.seq in plan.retain
+    assert 1 in plan.retain  # a system message that is no reminder stays
+    for stale in (todo_1, plain_1):
+        assert stale.seq not in plan.retain
+        assert stale.seq in plan.hidden_seqs  # still in history, out of the window
+
+
+def test_a_reminder_with_a_newer_one_after_the_boundary_leaves() -> None:
+    b = Builder()
+    old = b.add("system", "todo v1", kind=MessageKind.REMINDER, metadata={"reminder_kind": "todo"})
+    b.turn()
+    b.turn()
+    b.turn()
+    b.add("system", "todo v2", kind=MessageKind.REMINDER, metadata={"reminder_kind": "todo"})
+    b.turn()
+    plan = _plan(b.messages, max_messages=6)
+    assert old.seq not in plan.retain
+    assert old.seq in plan.hidden_seqs
+
+
+def test_a_pinned_reminder_stays_whatever_its_age() -> None:
+    b = Builder()
+    pinned = b.add("system", "v1", kind=MessageKind.REMINDER, pinned=True)
+    b.turn()
+    b.add("system", "v2", kind=MessageKind.REMINDER)
+    b.turn()
+    b.turn()
+    assert pinned.seq in _plan(b.messages, max_messages=4).retain
+
+
+def test_a_summarizer_by_name() -> None:
+    from store.compaction import make_summarizer
+    from store.domain.errors import ConfigurationError
+
+    assert isinstance(make_summarizer("extractive"), ExtractiveSummarizer)
+    model = make_summarizer("openai-compatible", url="http://127.0.0.1:9/v1", model="m")
+    assert isinstance(model, OpenAICompatibleSummarizer)
+    assert model.url == "http://127.0.0.1:9/v1/chat/completions"
+    with pytest.raises(ConfigurationError, match="CONVO_SUMMARIZER_MODEL to be set"):
+        make_summarizer("openai-compatible", url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigurationError, match="unknown summarizer 'gpt'"):
+        make_summarizer("gpt")

@@ -2,8 +2,8 @@
 
 From the inside out (`LAYERS`): the domain (values, events, decisions),
 the assembler (payloads, pure), the storage port with the repository, then
-side by side the backends (PostgreSQL, memory), the compaction job and the
-framework adapters, then the application shell (`hosting`), the HTTP
+side by side the backends (PostgreSQL, memory), the compaction job, the
+framework adapters and the HTTP client, then the application shell (`hosting`), the HTTP
 service (`api`) and the command line (`convo`). A module's layer is the
 folder it sits in; it may import from its own folder and from any layer
 below, never from a layer above or from a sibling folder of its own layer.
@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store/domain",),
     ("store/assembler",),
     ("store/repository",),
-    ("store/postgres", "store/memory", "store/compaction", "store/adapters"),
+    ("store/postgres", "store/memory", "store/compaction", "store/adapters", "store/client"),
     ("store",),  # the public names: store.testing
     ("hosting",),
     ("api",),

@@ -162,3 +162,23 @@ async def test_the_pool_settings_reach_the_storages_pool(monkeypatch: pytest.Mon
     settings = Settings(database_url=None, pool_size=7, pool_wait_s=1.5)
     await open_storage("postgresql://u@h/db", settings)
     assert (seen["max_size"], seen["timeout"]) == (7, 1.5)
+
+
+def test_the_summarizer_settings_come_from_the_environment_and_hide_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONVO_SUMMARIZER_URL", "http://127.0.0.1:11434/v1")
+    monkeypatch.setenv("CONVO_SUMMARIZER_MODEL", "llama3.1")
+    monkeypatch.setenv("CONVO_SUMMARIZER_API_KEY", "sk-very-secret")
+    settings = Settings.from_env()
+    assert str(settings.summarizer_url) == "http://127.0.0.1:11434/v1"
+    assert settings.summarizer_api_key is not None
+    assert settings.summarizer_api_key.get_secret_value() == "sk-very-secret"
+    assert "sk-very-secret" not in str(settings.effective())
+    monkeypatch.setenv("CONVO_SUMMARIZER_URL", "not a url")
+    with pytest.raises(SettingsError, match="CONVO_SUMMARIZER_URL"):
+        Settings.from_env()
+    monkeypatch.setenv("CONVO_SUMMARIZER_URL", "http://127.0.0.1/v1")
+    monkeypatch.setenv("CONVO_SUMMARIZER_TIMEOUT_S", "9999")
+    with pytest.raises(SettingsError, match="CONVO_SUMMARIZER_TIMEOUT_S"):
+        Settings.from_env()

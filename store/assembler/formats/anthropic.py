@@ -31,6 +31,7 @@ from store.assembler.formats.common import (
 from store.assembler.formats.turns import Block, Turns
 from store.assembler.special_block import SPECIAL_SLOT
 from store.assembler.tool_ids import ANTHROPIC, provider_ids
+from store.assembler.tool_images import result_images
 from store.domain.messages import ImagePart, Message, TextPart
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -95,7 +96,14 @@ def _tool_result(message: Message, ids: dict[str, str]) -> tuple[Block, bool]:
     call_id = message.tool_call_id or ""
     content = message.content
     text = content if isinstance(content, str) else message.text
-    return tool_result_block(ids.get(call_id, call_id), text, is_error=message.is_error)
+    block, blank = tool_result_block(ids.get(call_id, call_id), text, is_error=message.is_error)
+    images = result_images(message)
+    if images:
+        # A tool_result's content may be text and image blocks (images from tools).
+        texts: list[Block] = [{"type": "text", "text": text}] if text.strip() else []
+        block["content"] = [*texts, *(_image(image) for image in images)]
+        blank = False
+    return block, blank
 
 
 def tool_result_block(call_id: str, text: str, *, is_error: bool) -> tuple[Block, bool]:

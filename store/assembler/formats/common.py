@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from store.assembler.diagnostics import Repair
+from store.assembler.diagnostics import ReasoningReplay, Repair
 from store.assembler.reminders import wrap_reminder
 from store.domain.json_text import sorted_json
 from store.domain.messages import ImagePart, Message, TextPart
@@ -30,6 +30,7 @@ class Rendered:
     payload: dict[str, Any]
     repairs: tuple[Repair, ...] = ()
     cache_breakpoints: tuple[str, ...] = field(default=())
+    reasoning: ReasoningReplay | None = None
 
 
 # json.dumps(..., sort_keys=True, ensure_ascii=False), its encoder built once

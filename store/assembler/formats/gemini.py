@@ -28,6 +28,7 @@ from store.assembler.formats.common import (
     text_parts,
 )
 from store.assembler.formats.turns import Block, Turns
+from store.assembler.tool_images import result_images
 from store.domain.messages import ImagePart, Message, TextPart
 
 
@@ -113,11 +114,15 @@ def render(conversation: Conversation) -> Rendered:
             add("model", _model_parts(message))
         elif role == "tool":
             call_id = message.tool_call_id or ""
-            response = {
+            response: dict[str, Any] = {
                 "id": call_id,
                 "name": names.get(call_id, "unknown"),
                 "response": response_object(message),
             }
+            images = result_images(message)
+            if images:
+                # Images from tools go as the functionResponse's own parts.
+                response["parts"] = [_image(image) for image in images]
             add("user", [{"functionResponse": response}], 1)
         elif role == "system":
             add("user", [{"text": system_note_text(message)}])

@@ -33,6 +33,7 @@ from store.assembler.formats.common import (
     text_parts,
 )
 from store.assembler.tool_ids import OPENAI_RESPONSES, provider_ids
+from store.assembler.tool_images import result_images
 from store.domain.messages import ImagePart, Message, TextPart
 
 MID_CONVERSATION_SYSTEM_ROLE = "developer"
@@ -134,6 +135,20 @@ def _assistant_items(
     return items
 
 
+def _output(message: Message) -> str | list[dict[str, Any]]:
+    """A result's output: its text, or with images from the tool, a list of
+    `input_text` and `input_image` items."""
+    images = result_images(message)
+    if not images:
+        return message.text
+    text = message.text
+    texts = [{"type": "input_text", "text": text}] if text.strip() else []
+    return [
+        *texts,
+        *({"type": "input_image", "image_url": image_url(i), "detail": "auto"} for i in images),
+    ]
+
+
 def render_items(message: Message, ids: dict[str, str], item_ids: ItemIds) -> list[dict[str, Any]]:
     role = message.role
     if role == "assistant":
@@ -145,7 +160,7 @@ def render_items(message: Message, ids: dict[str, str], item_ids: ItemIds) -> li
             {
                 "type": "function_call_output",
                 "call_id": ids.get(call_id, call_id),
-                "output": content if isinstance(content, str) else message.text,
+                "output": content if isinstance(content, str) else _output(message),
             }
         ]
     if role == "system":

@@ -4,11 +4,17 @@ no `tool_calls` and no `tool` role.
 
 Each tool round (an assistant message with calls + their results) becomes
 ONE assistant message: its text, the `<sentra-tools>` call XML, a blank
-line, then one `<sentra-result>` per result. `step` numbers every call of
+line, then one `<sentra-result>` per result (images returned by tools
+follow the round in a user message). `step` numbers every call of
 the conversation from 0. Mid-conversation system messages become
 `<system-reminder>` user text. Consecutive same-role messages are merged so
 user and assistant alternate, and the final instruction is folded into the
 last user message — never two user messages in a row.
+
+The user's objective — the last message a person typed — is sent wrapped
+as the protocol marks it (`<sentra-user-question><objective>…</objective>
+</sentra-user-question>`), so the model tells the question from the tool
+results around it; `options.xml_user_question=False` sends it bare.
 """
 
 from __future__ import annotations
@@ -17,12 +23,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from store.assembler.diagnostics import Repair, RepairKind
-from store.assembler.formats.common import Conversation, Rendered, system_note_text, text_parts
+from store.assembler.formats.common import (
+    Conversation,
+    Rendered,
+    image_url,
+    system_note_text,
+    text_parts,
+)
 from store.assembler.formats.openai_chat import user_content
 from store.assembler.formats.xml_parser import parse_tool_calls
 from store.assembler.formats.xml_values import escape_attribute, escape_text, render_json
 from store.assembler.formats.xml_values import render_parameter as _parameter
-from store.domain.messages import Message, ToolCall
+from store.assembler.special_block import SPECIAL_SLOT
+from store.assembler.tool_images import images_note, result_images
+from store.domain.messages import Message, MessageKind, ToolCall
 
 __all__ = ["parse_tool_calls", "render", "render_result", "render_tool_calls"]
 
@@ -50,6 +64,39 @@ def render_result(*, step: int, call: ToolCall, result: Message) -> str:
             "</sentra-result>",
         ]
     )
+
+
+def user_question(text: str) -> str:
+    """The user's objective as the protocol marks it."""
+    return (
+        "<sentra-user-question>\n"
+        f"  <objective>{escape_text(text)}</objective>\n"
+        "</sentra-user-question>"
+    )
+
+
+def _objective_index(history: Sequence[Message]) -> int | None:
+    """The last message a person typed (not the special block's), if any."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if (
+            message.role == "user"
+            and message.kind is MessageKind.INPUT
+            and SPECIAL_SLOT not in message.metadata
+            and not message.is_empty
+        ):
+            return index
+    return None
+
+
+def _wrapped(message: Message) -> Any:
+    """The objective's content, its text wrapped, its images after it."""
+    question = user_question("\n".join(text_parts(message)))
+    parts = user_content(message)
+    if isinstance(parts, str):
+        return question
+    images = [p for p in parts if p["type"] == "image_url"]
+    return [{"type": "text", "text": question}, *images] if images else question
 
 
 def _join(first: Any, second: Any) -> Any:
@@ -121,8 +168,11 @@ class _Chat:
         )
 
 
-def _tool_round(history: Sequence[Message], start: int, step: int) -> tuple[str, int, int]:
-    """(assistant text of the round, index after it, next step)."""
+def _tool_round(
+    history: Sequence[Message], start: int, step: int, images: list[dict[str, Any]]
+) -> tuple[str, int, int]:
+    """(assistant text of the round, index after it, next step); the
+    results' images from tools are added to `images`."""
     message = history[start]
     calls = {call.id: call for call in message.tool_calls}
     steps = {call.id: step + k for k, call in enumerate(message.tool_calls)}
@@ -133,6 +183,10 @@ def _tool_round(history: Sequence[Message], start: int, step: int) -> tuple[str,
         if call_id not in calls:
             break
         results.append(render_result(step=steps[call_id], call=calls[call_id], result=history[end]))
+        found = result_images(history[end])
+        if found:
+            images.append({"type": "text", "text": images_note(call_id)})
+            images.extend({"type": "image_url", "image_url": {"url": image_url(i)}} for i in found)
         end += 1
     pieces = [*text_parts(message), render_tool_calls(message.tool_calls)]
     text = "\n\n".join(pieces)
@@ -141,7 +195,9 @@ def _tool_round(history: Sequence[Message], start: int, step: int) -> tuple[str,
     return text, end, step + len(message.tool_calls)
 
 
-def render(conversation: Conversation, *, final_instruction: str | None) -> Rendered:
+def render(
+    conversation: Conversation, *, final_instruction: str | None, user_question: bool = True
+) -> Rendered:
     chat = _Chat()
     if conversation.system_prompt is not None:
         chat.add("system", conversation.system_prompt)
@@ -150,12 +206,16 @@ def render(conversation: Conversation, *, final_instruction: str | None) -> Rend
     i = 0
     add = chat.add
     end = len(history)
+    objective = _objective_index(history) if user_question else None
     while i < end:
         message = history[i]
         role = message.role
         if role == "assistant" and message.tool_calls:
-            text, i, step = _tool_round(history, i, step)
+            images: list[dict[str, Any]] = []
+            text, i, step = _tool_round(history, i, step, images)
             add("assistant", text)
+            if images:  # the protocol's results are text: the images follow
+                add("user", images)
             continue
         if role == "tool":
             # Only reachable with repair off: a result whose call is not visible.
@@ -166,6 +226,8 @@ def render(conversation: Conversation, *, final_instruction: str | None) -> Rend
             add("assistant", "\n".join(text_parts(message)))
         elif role == "system":
             add("user", system_note_text(message))
+        elif i == objective:
+            add("user", _wrapped(message))
         else:
             content = message.content
             add("user", content if isinstance(content, str) else user_content(message))

@@ -9,7 +9,9 @@ data, `is_error` flags, how a tool result is wrapped (Gemini's
 {"output": ...} / {"error": ...}; JSON objects compare canonically; a blank
 result is empty, as Anthropic sends it without content), and how tool ids
 are spelled (each provider renames the ids it refuses, so ids compare by
-order of first appearance: the first id seen is `#0`, and so on).
+order of first appearance: the first id seen is `#0`, and so on), and where
+images returned by tools go (in the result, or for OpenAI Chat in a user
+message after the results): they compare as one sorted list at the end.
 """
 
 from __future__ import annotations
@@ -22,20 +24,23 @@ from store.assembler.formats.common import CONTINUATION_TEXT
 
 Event = tuple[str, ...]
 _REMINDER = re.compile(r"<system-reminder>\n(.*)\n</system-reminder>", re.DOTALL)
+_IMAGES_NOTE = re.compile(r"\[images returned by tool call (.+)\]")
 
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _result_text(text: str) -> str:
+def _result_text(text: Any) -> str:
+    if isinstance(text, list):  # text and images from the tool: its text here
+        text = "".join(p["text"] for p in text if p["type"] in {"text", "input_text"})
     if not text.strip():
         return ""
     try:
         parsed = json.loads(text)
     except ValueError:
-        return text
-    return _canonical(parsed) if isinstance(parsed, dict) else text
+        return str(text)
+    return _canonical(parsed) if isinstance(parsed, dict) else str(text)
 
 
 def _text(role: str, text: str) -> Event:
@@ -55,9 +60,16 @@ def _openai_chat(payload: dict[str, Any]) -> list[Event]:
         if isinstance(content, str) and content:
             events.append(_text(role, content))
         elif isinstance(content, list):
+            from_tool = None  # the call whose images follow its note
             for part in content:
-                if part["type"] == "text":
+                note = _IMAGES_NOTE.fullmatch(part.get("text", "")) if role == "user" else None
+                if note:
+                    from_tool = note.group(1)
+                elif part["type"] == "text":
+                    from_tool = None
                     events.append(_text(role, part["text"]))
+                elif from_tool is not None:
+                    events.append(("tool_image", from_tool, part["image_url"]["url"]))
                 else:
                     events.append(("image", part["image_url"]["url"]))
         for call in message.get("tool_calls", []):
@@ -85,6 +97,12 @@ def _responses(payload: dict[str, Any]) -> list[Event]:
             events.append(("call", item["call_id"], item["name"], arguments))
         elif kind == "function_call_output":
             events.append(("result", item["call_id"], _result_text(item["output"])))
+            if isinstance(item["output"], list):
+                events.extend(
+                    ("tool_image", item["call_id"], p["image_url"])
+                    for p in item["output"]
+                    if p["type"] == "input_image"
+                )
     return events
 
 
@@ -97,16 +115,31 @@ def _anthropic(payload: dict[str, Any]) -> list[Event]:
             if kind == "text":
                 events.append(_text(role, block["text"]))
             elif kind == "image":
-                source = block["source"]
-                url = source.get("url") or f"data:{source['media_type']};base64,{source['data']}"
-                events.append(("image", url))
+                events.append(("image", _anthropic_image(block)))
             elif kind == "tool_use":
                 events.append(("call", block["id"], block["name"], _canonical(block["input"])))
             elif kind == "tool_result":
-                events.append(
-                    ("result", block["tool_use_id"], _result_text(block.get("content", "")))
-                )
+                content = block.get("content", "")
+                events.append(("result", block["tool_use_id"], _result_text(content)))
+                if isinstance(content, list):
+                    events.extend(
+                        ("tool_image", block["tool_use_id"], _anthropic_image(b))
+                        for b in content
+                        if b["type"] == "image"
+                    )
     return events
+
+
+def _anthropic_image(block: dict[str, Any]) -> str:
+    source = block["source"]
+    return str(source.get("url") or f"data:{source['media_type']};base64,{source['data']}")
+
+
+def _gemini_image(part: dict[str, Any]) -> str:
+    if "inlineData" in part:
+        data = part["inlineData"]
+        return f"data:{data['mimeType']};base64,{data['data']}"
+    return str(part["fileData"]["fileUri"])
 
 
 def _gemini(payload: dict[str, Any]) -> list[Event]:
@@ -118,11 +151,8 @@ def _gemini(payload: dict[str, Any]) -> list[Event]:
         for part in content["parts"]:
             if "text" in part:
                 events.append(_text(role, part["text"]))
-            elif "inlineData" in part:
-                data = part["inlineData"]
-                events.append(("image", f"data:{data['mimeType']};base64,{data['data']}"))
-            elif "fileData" in part:
-                events.append(("image", part["fileData"]["fileUri"]))
+            elif "inlineData" in part or "fileData" in part:
+                events.append(("image", _gemini_image(part)))
             elif "functionCall" in part:
                 call = part["functionCall"]
                 events.append(("call", call["id"], call["name"], _canonical(call["args"])))
@@ -136,6 +166,10 @@ def _gemini(payload: dict[str, Any]) -> list[Event]:
                 else:
                     text = _canonical(body)
                 events.append(("result", response["id"], text))
+                events.extend(
+                    ("tool_image", response["id"], _gemini_image(p))
+                    for p in response.get("parts", [])
+                )
     return events
 
 
@@ -150,7 +184,11 @@ _EXTRACTORS = {
 def logical_sequence(format: str, payload: dict[str, Any]) -> list[Event]:
     events: list[Event] = []
     ids: dict[str, str] = {}
+    from_tools: list[Event] = []
     for event in _EXTRACTORS[format](payload):
+        if event[0] == "tool_image":
+            from_tools.append(("tool_image", ids.get(event[1], event[1]), event[2]))
+            continue
         if event[0] in {"call", "result"}:
             event = (event[0], ids.setdefault(event[1], f"#{len(ids)}"), *event[2:])
         if event[0] == "text":
@@ -162,4 +200,4 @@ def logical_sequence(format: str, payload: dict[str, Any]) -> list[Event]:
                 continue
             event = ("text", event[1], text)
         events.append(event)
-    return events
+    return events + sorted(from_tools)

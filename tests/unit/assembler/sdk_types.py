@@ -3,7 +3,7 @@
 
 | format | SDK type the whole request body is validated as |
 |---|---|
-| openai-chat, xml-tools | `openai.types.chat.CompletionCreateParams` |
+| openai-chat, xml-tools | `openai.types.chat.CompletionCreateParams` (+ `reasoning_content`) |
 | openai-responses | `openai.types.responses.ResponseCreateParams` |
 | anthropic | `anthropic.types.MessageCreateParams` |
 | gemini | `google.genai.types.Content` (each content, and the system instruction) |
@@ -148,6 +148,22 @@ def _gemini(payload: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _chat_reasoning(payload: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The `reasoning_content` field OpenAI-compatible endpoints take on an
+    assistant message (not in the `openai` SDK's types): checked here to be
+    text on an assistant message, then taken off for the SDK's check."""
+    problems: list[str] = []
+    messages = []
+    for i, message in enumerate(payload.get("messages") or []):
+        if isinstance(message, dict) and "reasoning_content" in message:
+            value = message["reasoning_content"]
+            if message.get("role") != "assistant" or not isinstance(value, str) or not value:
+                problems.append(f"messages[{i}].reasoning_content: not an assistant's text")
+            message = {k: v for k, v in message.items() if k != "reasoning_content"}
+        messages.append(message)
+    return problems, {**payload, "messages": messages} if "messages" in payload else payload
+
+
 def sdk_problems(format: ProviderFormat | str, payload: dict[str, Any]) -> list[str]:
     """What the provider's SDK types refuse in the payload ([] when nothing)."""
     try:
@@ -156,7 +172,8 @@ def sdk_problems(format: ProviderFormat | str, payload: dict[str, Any]) -> list[
         return [f"not strict JSON: {error}"]
     format = ProviderFormat(format)
     if format in {ProviderFormat.OPENAI_CHAT, ProviderFormat.XML_TOOLS}:
-        return _typed_dict(CompletionCreateParams, {"model": MODEL, **payload})
+        problems, payload = _chat_reasoning(payload)
+        return problems + _typed_dict(CompletionCreateParams, {"model": MODEL, **payload})
     if format is ProviderFormat.OPENAI_RESPONSES:
         return _typed_dict(ResponseCreateParams, {"model": MODEL, **payload})
     if format is ProviderFormat.ANTHROPIC:

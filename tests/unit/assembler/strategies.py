@@ -19,6 +19,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from store.assembler import AssembleOptions, ReminderStyle
+from store.assembler.options import ChatReasoning
 from store.domain.context import AgentProfile, ContextSlots, TodoItem
 from store.domain.inputs import STORED
 from store.domain.messages import ImagePart, Message, MessageKind, Reasoning, TextPart, ToolCall
@@ -56,6 +57,8 @@ reasoning = st.lists(
             Reasoning(provider="openai", item_id="rs_1", text="summary", data="enc"),
             # Gemini sends thought signatures as base64 (its SDK refuses anything else).
             Reasoning(provider="gemini", signature="Z3NpZw=="),
+            # An OpenAI-compatible Chat endpoint's `reasoning_content`.
+            Reasoning(provider="openai-chat", text="chat thought"),
         ]
     ),
     max_size=2,
@@ -73,8 +76,26 @@ ID_FORMS = [
     "call_{n}_" + "x" * 36,  # over OpenAI Chat's 40
     "call_{n}_" + "y" * 60,  # over OpenAI Responses' 64
 ]
-RESULT_TEXTS = ["", "done", '{"ok": true}', "[1, 2]", " ", "\n", '{"x": NaN}', '{"y": 1e999}']
+RESULT_TEXTS = [
+    "",
+    "done",
+    '{"ok": true}',
+    "[1, 2]",
+    " ",
+    "\n",
+    '{"x": NaN}',
+    '{"y": 1e999}',
+    # Long enough to be clipped by `option_values`' limits.
+    "line of output\n" * 40,
+]
 
+
+# A result: text, or (images from tools) text and images.
+result_contents = st.sampled_from(RESULT_TEXTS) | st.builds(
+    lambda text, shots: (TextPart(text=text), *shots),
+    st.sampled_from(RESULT_TEXTS),
+    st.lists(images, min_size=1, max_size=2),
+)
 
 NAN, INF = float("nan"), float("inf")
 # Argument objects of every shape that matters to a payload, drawn in one step
@@ -194,7 +215,7 @@ def conversations(
                     Message(
                         role="tool",
                         tool_call_id=call.id,
-                        content=draw(st.sampled_from(RESULT_TEXTS)),
+                        content=draw(result_contents),
                         is_error=draw(st.booleans()),
                         agent_id=agent,
                     )
@@ -257,6 +278,9 @@ slot_values = st.builds(
 )
 option_values = st.builds(
     AssembleOptions,
+    chat_reasoning=st.sampled_from(list(ChatReasoning)),
+    max_tool_result_chars=st.none() | st.integers(200, 400),
+    max_tool_result_chars_by_tool=st.just({}) | st.just({"cat": 200}),
     n=st.none() | st.integers(1, 6),
     merge_same_role=st.booleans(),
     reminder_style=st.sampled_from(list(ReminderStyle)),

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from store.assembler import DEFAULT_XML_FINAL_INSTRUCTION, parse_tool_calls, render_tool_calls
-from store.assembler.formats.xml_tools import render_result
+from store.assembler.formats.xml_tools import render_result, user_question
 from store.assembler.formats.xml_values import render_value
 from store.domain.context import ContextSlots
 from store.domain.messages import Message, ToolCall
@@ -79,7 +79,7 @@ def test_each_round_is_one_assistant_message_and_the_instruction_is_folded() -> 
 def test_the_final_instruction_never_makes_two_user_messages() -> None:
     messages = build([U("task")], format="xml-tools", slots=NO_SLOTS).payload["messages"]
     assert [m["role"] for m in messages] == ["system", "user"]
-    assert messages[1]["content"] == f"task\n\n{DEFAULT_XML_FINAL_INSTRUCTION}"
+    assert messages[1]["content"] == f"{user_question('task')}\n\n{DEFAULT_XML_FINAL_INSTRUCTION}"
 
 
 def test_special_block_and_reminders_fold_into_one_user_message() -> None:
@@ -88,7 +88,7 @@ def test_special_block_and_reminders_fold_into_one_user_message() -> None:
     ]
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[1]["content"] == (
-        "task\n\n<system-reminder>\ntodo changed\n</system-reminder>"
+        f"{user_question('task')}\n\n<system-reminder>\ntodo changed\n</system-reminder>"
         "\n\n## Useful Information\n\nfacts"
     )
 

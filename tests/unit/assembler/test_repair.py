@@ -53,15 +53,22 @@ def test_empty_text_parts_are_dropped() -> None:
     assert [r.kind for r in repairs] == [RepairKind.DROPPED_EMPTY_TEXT]
 
 
-def test_tool_result_images_are_dropped_and_listed() -> None:
+def test_tool_result_images_are_kept_for_the_formats_and_blank_text_dropped() -> None:
+    image = ImagePart(url="https://x/y.png")
     result = Message(
-        role="tool",
-        tool_call_id="c1",
-        content=(TextPart(text="see"), ImagePart(url="https://x/y.png")),
+        role="tool", tool_call_id="c1", content=(TextPart(text="see"), TextPart(text=" "), image)
     )
     fixed, repairs = normalise_window([AC(1), result], repair=True)
-    assert fixed[1].content == "see"
-    assert [r.kind for r in repairs] == [RepairKind.DROPPED_TOOL_RESULT_IMAGE]
+    assert fixed[1].content == (TextPart(text="see"), image)
+    assert repairs == []
+
+
+def test_a_result_of_text_parts_is_joined_into_one_text() -> None:
+    result = Message(
+        role="tool", tool_call_id="c1", content=(TextPart(text="a"), TextPart(text="b"))
+    )
+    fixed, _ = normalise_window([AC(1), result], repair=True)
+    assert fixed[1].content == "a\nb"
 
 
 def test_with_repair_off_nothing_is_synthesized_or_dropped() -> None:
