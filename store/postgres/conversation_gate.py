@@ -18,7 +18,7 @@ borrow a connection:
   time, in arrival order, as those on the database finish: a burst of
   writers on one conversation is written in turn, none refused;
 - but when the conversation is stuck — no writer of it got through for
-  `stuck_s` seconds, far longer than a write takes — the writers waiting
+  `stuck_s` seconds (2), far longer than a write takes — the writers waiting
   are refused, and so is every new one at once, with `ConversationBusy`
   (409 with `Retry-After` over HTTP) until one gets through again; so are
   writers past `queued` waiting. Nothing was sent for them, so a retry with
@@ -51,9 +51,11 @@ ON_DATABASE = 2
 # Writers of one conversation waiting in process, at most (a bound on memory).
 QUEUED = 64
 # No writer of a conversation got through for this long: it is stuck. A
-# write under the lock takes milliseconds; a second is a loaded server's
-# slowest, or a lock held by something else.
-STUCK_S = 1.0
+# write under the lock takes milliseconds; on a loaded machine a few
+# hundred, and a stall of a second was seen to refuse writers of a
+# conversation that was only slow. Two seconds is still well within
+# lock_timeout (5 s by default), which a writer on the database waits.
+STUCK_S = 2.0
 
 
 @dataclass
