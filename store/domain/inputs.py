@@ -188,12 +188,17 @@ def rule(kind: str, problem_of: Callable[[Any], str | None]) -> AfterValidator:
     return AfterValidator(check)
 
 
+# The keyword that bounds each kind of JSON value's size.
+_LENGTH_KEYWORDS = {"string": "maxLength", "array": "maxItems", "object": "maxProperties"}
+
+
 @dataclass(frozen=True)
 class Documented:
     """A limit a validator here enforces, written into the JSON schema (and
     so the OpenAPI document) where it has a keyword, changing nothing in the
     validation: the rules' own messages stay what a client reads.
-    `maxLength` or `maxItems` goes to whichever the type's schema is."""
+    `length` is a string's `maxLength`, a list's `maxItems` or an object's
+    `maxProperties`, whichever the type's schema is."""
 
     keywords: tuple[tuple[str, Any], ...] = ()
     length: int | None = None  # maxLength of a string, maxItems of an array
@@ -204,8 +209,9 @@ class Documented:
         schema = handler(core_schema)
         target = handler.resolve_ref_schema(schema)
         target.update(self.keywords)
-        if self.length is not None:
-            target["maxItems" if target.get("type") == "array" else "maxLength"] = self.length
+        keyword = _LENGTH_KEYWORDS.get(target.get("type", ""))
+        if self.length is not None and keyword is not None:
+            target[keyword] = self.length
         return schema
 
 
