@@ -14,7 +14,8 @@ accepts it (never an event stream, which must not be held back),
 `api.errors.CatchAll` and `api.middleware.RequestLimits` (body and URL
 limits). `/health` is liveness: the process answers, nothing else is
 asked. `/ready` is readiness: the storage answers a query (503 with the
-error body while the database is down), so a load balancer stops sending
+error body while the database is down, decided within a second:
+`api.readiness`), so a load balancer stops sending
 traffic to a replica that cannot serve it. `/metrics` is Prometheus'
 (`api.metrics`). `/docs` and `/redoc` are served with their scripts from
 an installed package (`api.docs`), so they work offline.
@@ -28,7 +29,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import Response
@@ -39,6 +40,9 @@ from api.errors import CONVERSATION_ERRORS, install_error_handlers
 from api.metrics import CONTENT_TYPE, Metrics, process_ended
 from api.middleware import REQUEST_ID_HEADER, RequestContext, RequestLimits
 from api.openapi import install_openapi, operation_id_of
+from api.quota import QuotaExceeded, TenantQuotas
+from api.ratelimit import KeyRateLimits, RateLimited
+from api.readiness import Readiness
 from api.routes import install_routes
 from hosting.bootstrap import open_keys, open_storage
 from hosting.settings import Settings, limits_from_settings
@@ -81,6 +85,7 @@ def create_app(
     settings: Settings, *, database_url: str | None = None, services: Services | None = None
 ) -> FastAPI:
     metrics = Metrics()
+    readiness = Readiness()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -125,9 +130,23 @@ def create_app(
     if services is not None:
         app.state.services = services
     app.state.metrics = metrics
+    rate_limits = KeyRateLimits(
+        requests_per_s=settings.rate_limit_per_s,
+        request_burst=settings.rate_limit_burst,
+        bytes_per_s=settings.rate_limit_bytes_per_s,
+        bytes_burst=settings.rate_limit_bytes_burst,
+    )
+    app.state.rate_limits = rate_limits if rate_limits.enabled else None
+    quotas = TenantQuotas(
+        max_conversations=settings.tenant_max_conversations,
+        max_stored_bytes=settings.tenant_max_stored_bytes,
+    )
+    app.state.quotas = quotas if quotas.enabled else None
     # Added innermost first: RequestContext ends up outermost.
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
     install_error_handlers(app)  # and CatchAll, around RequestLimits
+    app.add_exception_handler(RateLimited, _refused)
+    app.add_exception_handler(QuotaExceeded, _refused)
     app.add_middleware(
         GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=GZIP_LEVEL
     )
@@ -157,8 +176,9 @@ def create_app(
         responses={503: CONVERSATION_ERRORS[503]},
     )
     async def ready(services: ServicesDep) -> dict[str, str]:
-        """The storage answers a query; 503 with Retry-After while it cannot."""
-        await services.storage.ping()
+        """The storage answers a query; 503 with Retry-After while it cannot
+        (answered within a second whatever the database does)."""
+        await readiness.check(services.storage)
         return {"status": "ready"}
 
     @app.get(
@@ -182,6 +202,11 @@ def create_app(
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return app
+
+
+async def _refused(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RateLimited | QuotaExceeded)
+    return error.response()
 
 
 def app_from_environment() -> FastAPI:

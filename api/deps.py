@@ -3,6 +3,7 @@
     ServicesDep    what the app was wired with (`api.app.Services`)
     TenantDep      the tenant of the request's API key (401 without a live key)
     RepositoryDep  the repository of that tenant
+    KeyWatchDep    the key and its tenant, for a stream to watch (`api.revocation`)
 
 The key comes from `Authorization: Bearer <key>` or `X-API-Key: <key>`,
 read from the request's headers by `get_tenant` itself: each dependency
@@ -23,6 +24,9 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 
 from api.errors import Unauthorized
+from api.quota import CREATING, QuotaExceeded, TenantQuotas
+from api.ratelimit import KeyRateLimits, RateLimited
+from api.revocation import KeyWatch
 from store.domain.commands import Limits
 from store.repository import Repository
 from store.repository.port import Storage
@@ -84,8 +88,32 @@ async def get_tenant(request: Request) -> str:
     tenant = await services.tenant_for_key(key)
     if tenant is None:
         raise Unauthorized("the API key is unknown or revoked")
+    state = request.app.state
+    limits: KeyRateLimits | None = getattr(state, "rate_limits", None)
+    quotas: TenantQuotas | None = getattr(state, "quotas", None)
+    if limits is not None or quotas is not None:
+        # The body is read already where a route takes one (FastAPI parses it
+        # before the dependencies), and limited in size (api.middleware).
+        sent = len(await request.body()) if request.method in _WITH_BODY else 0
+        try:
+            if limits is not None:
+                limits.charge(key, sent)
+            if quotas is not None:
+                route = getattr(request.scope.get("route"), "path", "")
+                await quotas.admit(
+                    tenant,
+                    services.storage,
+                    creates=(request.method, route) in CREATING,
+                    body_bytes=sent,
+                )
+        except (RateLimited, QuotaExceeded) as error:
+            state.metrics.refused(error)
+            raise
     request.state.tenant = tenant
     return tenant
+
+
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
 TenantDep = Annotated[str, Depends(get_tenant)]
@@ -100,3 +128,16 @@ async def get_repository(request: Request) -> Repository:
 
 
 RepositoryDep = Annotated[Repository, Depends(get_repository)]
+
+
+async def get_key_watch(request: Request) -> KeyWatch:
+    """The request's key and tenant, for a stream that must end when the key
+    does (`api.revocation`)."""
+    tenant = getattr(request.state, "tenant", None) or await get_tenant(request)
+    key = _key_of(request)
+    assert key is not None  # the tenant was found by it
+    services: Services = request.app.state.services
+    return KeyWatch(key=key, tenant=tenant, tenant_for_key=services.tenant_for_key)
+
+
+KeyWatchDep = Annotated[KeyWatch, Depends(get_key_watch)]

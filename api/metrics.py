@@ -10,6 +10,11 @@
     convo_messages_appended_total                                counter: messages they wrote
     convo_compaction_runs_total{dry_run}                         counter: compaction jobs run
     convo_conversations_compacted_total                          counter: batches they started
+    convo_rate_limited_total{limit}                              counter: requests refused by a
+                                                                 key's rate (requests, bytes)
+    convo_quota_refused_total{cap}                               counter: writes refused by a
+                                                                 tenant's cap (conversations,
+                                                                 stored_bytes)
     convo_feed_lag_seconds                                       gauge: the feed horizon's age
     convo_pool_{max,size,in_use,available,requests_waiting}      gauges: the PostgreSQL pools
     convo_pool_{requests_num,requests_errors,connections_errors,connections_lost}_total
@@ -138,6 +143,22 @@ class Metrics:
             "Conversations compaction jobs started a batch for.",
             registry=r,
         )
+        self.rate_limits_hit = Counter(
+            "convo_rate_limited",
+            "Requests refused (429) by their API key's rate, by limit.",
+            ["limit"],
+            registry=r,
+        )
+        for limit in ("requests", "bytes"):
+            self.rate_limits_hit.labels(limit)
+        self.quota_refusals = Counter(
+            "convo_quota_refused",
+            "Writes refused (403) by their tenant's cap, by cap.",
+            ["cap"],
+            registry=r,
+        )
+        for cap in ("conversations", "stored_bytes"):
+            self.quota_refusals.labels(cap)
         self.feed_lag = Gauge(
             "convo_feed_lag_seconds",
             "How far the global feed's horizon is behind now: the age of the oldest "
@@ -176,6 +197,15 @@ class Metrics:
         """Count a storage failure answered to a client, by its class."""
         if isinstance(error, StorageFailure):
             self.storage_errors.labels(type(error).__name__).inc()
+
+    def refused(self, error: Exception) -> None:
+        """Count a request refused by its key's rate or its tenant's cap."""
+        limit = getattr(error, "limit", None)
+        if limit is not None:
+            self.rate_limits_hit.labels(limit).inc()
+        cap = getattr(error, "cap", None)
+        if cap is not None:
+            self.quota_refusals.labels(cap).inc()
 
     def appended(self, messages: int) -> None:
         self.appends.inc()

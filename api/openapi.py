@@ -112,6 +112,18 @@ def _secured(document: dict[str, Any], operations: set[tuple[str, str]]) -> None
         operation = document.get("paths", {}).get(path, {}).get(method)
         if operation is not None:
             operation["security"] = [{name: []} for name in SECURITY_SCHEMES]
+            responses = operation.setdefault("responses", {})
+            unauthorized = responses.get("401")
+            if unauthorized is not None:
+                # Every keyed operation may be over its key's rate (api.ratelimit).
+                responses.setdefault(
+                    "429",
+                    {
+                        **unauthorized,
+                        "description": "The API key is over its rate of requests or of"
+                        " request-body bytes (RateLimited): retry after Retry-After",
+                    },
+                )
 
 
 def install_openapi(app: FastAPI) -> None:

@@ -32,6 +32,7 @@ from store.domain.context import AgentProfile, ContextSlots, TodoItem
 from store.domain.conversation_keys import MAX_KEY_LENGTH, key_problem
 from store.domain.inputs import (
     MAX_BIGINT,
+    MAX_ID_CHARS,
     MAX_INTEGER,
     MAX_METADATA_CHARS,
     MAX_TODO_ITEMS,
@@ -41,7 +42,9 @@ from store.domain.inputs import (
     SlotName,
     Version,
     at_most,
+    documented,
     idempotency_key_problem,
+    json_limits,
     json_object,
     rule,
 )
@@ -98,7 +101,7 @@ CountQuery = Annotated[
 ]
 OrdinalQuery = Annotated[int, Query(ge=1, le=MAX_BIGINT)]
 IdempotencyKeyHeader = Annotated[
-    str | None,
+    Annotated[str, documented(minLength=1, maxLength=MAX_ID_CHARS, pattern="^[!-~]+$")] | None,
     Header(
         alias="Idempotency-Key",
         description="A retry with the same key and body returns the original result "
@@ -369,7 +372,9 @@ class AssembleRequest(_Body):
 
     agent_id: AgentId = MAIN_AGENT
     format: ProviderFormat = ProviderFormat.OPENAI_CHAT
-    options: Annotated[dict[str, Any], json_object(MAX_METADATA_CHARS, "options")] = Field(
+    options: Annotated[
+        dict[str, Any], json_object(MAX_METADATA_CHARS, "options"), json_limits(MAX_METADATA_CHARS)
+    ] = Field(
         default_factory=dict,
         description="The assembler's options (policy, n, repair, merge_same_role, "
         "token_budget, reminder_style, cache_breakpoints, xml_final_instruction, "

@@ -25,6 +25,7 @@ BENCHMARKS = (
     "export_feed",
     "search",
     "fork",
+    "fairness",
 )
 
 

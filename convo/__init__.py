@@ -18,6 +18,7 @@ from convo import (
     keys,
     search,
     tail,
+    verify,
     xml_tools,
 )
 
@@ -32,6 +33,7 @@ COMMAND_MODULES = (
     tail,
     conversations,
     search,
+    verify,
 )
 
 app = typer.Typer(

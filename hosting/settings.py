@@ -135,6 +135,27 @@ class Settings(BaseSettings):
     key_cache_s: Seconds = Field(
         default=60.0, description="how long an API key is remembered; 0: asked every request"
     )
+    # Per API key and process, token buckets of requests and of request-body
+    # bytes (api.ratelimit): over them a request is a 429; 0 turns one off.
+    rate_limit_per_s: Seconds = Field(
+        default=0.0, description="requests a second per API key; 0: none"
+    )
+    rate_limit_burst: int = Field(
+        default=0, ge=0, description="requests at once per API key; 0: two seconds' worth"
+    )
+    rate_limit_bytes_per_s: int = Field(
+        default=0, ge=0, description="request-body bytes a second per API key; 0: no limit"
+    )
+    rate_limit_bytes_burst: int = Field(
+        default=0, ge=0, description="request-body bytes at once per API key; 0: two seconds'"
+    )
+    # Per tenant (api.quota): a create past the one, a write past the other, is a 403.
+    tenant_max_conversations: int = Field(
+        default=0, ge=0, description="conversations a tenant may hold; 0: no cap"
+    )
+    tenant_max_stored_bytes: int = Field(
+        default=0, ge=0, description="bytes of event log a tenant may hold; 0: no cap"
+    )
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
         description="origins a browser may call the API from, comma-separated (* for any);"
@@ -174,7 +195,12 @@ class Settings(BaseSettings):
         return sqlalchemy_url(value) if value else None
 
     @field_validator(
-        "db_wait_s", "shutdown_timeout_s", "pool_wait_s", "key_cache_s", "summarizer_timeout_s"
+        "db_wait_s",
+        "shutdown_timeout_s",
+        "pool_wait_s",
+        "key_cache_s",
+        "summarizer_timeout_s",
+        "rate_limit_per_s",
     )
     @classmethod
     def _finite_seconds(cls, value: float) -> float:

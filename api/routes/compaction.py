@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS
 from api.routing import JSONRoute
-from api.schemas import ConversationIdPath
+from api.schemas import ConversationIdPath, ConversationKey
 from hosting.settings import Settings
 from store.compaction import (
     CompactionJob,
@@ -45,7 +45,9 @@ DEFAULT_COMPACTIONS_PER_REQUEST = 100
 
 router = APIRouter(tags=["compaction"], route_class=JSONRoute)
 
-ConversationIdItem = Annotated[str, Field(min_length=1, max_length=200)]
+# Checked as every conversation id is (1-200 printable characters), so a
+# NUL or a control character is a 422 here, never a statement that fails.
+ConversationIdItem = ConversationKey
 
 
 class CompactConversationRequest(CompactionPolicy):

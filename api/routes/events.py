@@ -14,8 +14,9 @@ resume point past the other tenants' events it scanned:
     id: <checkpoint>
 
 A client that reconnects sends `Last-Event-ID` (EventSource does) and
-resumes right after it. How the tail waits and why it polls rather than
-LISTENs: store.domain.feed.
+resumes right after it. When the key is revoked or expires, the tail ends
+with an `error` event carrying the problem (api.revocation). How the
+tail waits and why it polls rather than LISTENs: store.domain.feed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
-from api.deps import RepositoryDep
+from api.deps import KeyWatchDep, RepositoryDep
 from api.errors import CONVERSATION_ERRORS
+from api.revocation import sse_ended
 from api.routes.parameters import limit_query
 from api.routing import JSONRoute
 from api.schemas import ConversationIdPath
@@ -137,6 +139,7 @@ async def _server_sent_events(
 )
 async def tail_events(
     repository: RepositoryDep,
+    watch: KeyWatchDep,
     after: Annotated[
         str | None,
         Query(
@@ -164,14 +167,16 @@ async def tail_events(
     ] = HEARTBEAT_SECONDS,
 ) -> StreamingResponse:
     """The key's tenant's events as they commit, as Server-Sent Events; an
-    event that commits late is never skipped."""
+    event that commits late is never skipped. When the key is revoked or
+    expires, the stream ends within a second with an `error` event whose
+    data is the problem (`Unauthorized`)."""
     resume = last_event_id or after
     if resume is None:
         # Read here, not in the stream: a database that is down is a 503.
         head = await repository.feed_head()
         resume = f"{head.transaction_id}-{head.position}"
     return StreamingResponse(
-        _server_sent_events(repository, resume, heartbeat),
+        watch.guard(_server_sent_events(repository, resume, heartbeat), sse_ended()),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

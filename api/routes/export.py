@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from api.deps import RepositoryDep
+from api.deps import KeyWatchDep, RepositoryDep
 from api.errors import CONVERSATION_ERRORS
+from api.revocation import json_lines_ended
 from api.routing import JSONRoute
 from api.schemas import ConversationIdPath
 from store.repository.export import export_pages
@@ -42,10 +43,15 @@ EventsQuery = Annotated[
     },
 )
 async def export_conversation(
-    conversation_id: ConversationIdPath, repository: RepositoryDep, events: EventsQuery = False
+    conversation_id: ConversationIdPath,
+    repository: RepositoryDep,
+    watch: KeyWatchDep,
+    events: EventsQuery = False,
 ) -> StreamingResponse:
     """Every message of the conversation, each line typed so user input and
-    system-generated text never mix; read and sent 1,000 rows at a time."""
+    system-generated text never mix; read and sent 1,000 rows at a time.
+    When the key is revoked or expires during the export, it ends with a
+    line `{"type": "error", "problem": {…}}` (`Unauthorized`)."""
     pages = export_pages(repository, conversation_id, events=events, name=conversation_id)
     # The first page is read here: a missing conversation is a 404, not a
     # stream that breaks off.
@@ -58,4 +64,4 @@ async def export_conversation(
         async for chunk in pages:
             yield chunk
 
-    return StreamingResponse(body(), media_type=NDJSON)
+    return StreamingResponse(watch.guard(body(), json_lines_ended()), media_type=NDJSON)

@@ -62,6 +62,7 @@ from store.compaction.summarizer import (
     check_summary,
     clip,
 )
+from store.domain.conversation_keys import key_problem
 from store.domain.errors import (
     ConcurrencyConflict,
     ConversationBusy,
@@ -211,6 +212,12 @@ class CompactionJob:
 
     async def compact(self, conversation_id: str, *, dry_run: bool = False) -> ConversationResult:
         """Compact one conversation if it is over a threshold (see the module)."""
+        problem = key_problem(conversation_id)
+        if problem is not None:
+            # Checked here, before the claim: a NUL would reach the database in its name.
+            return ConversationResult(
+                conversation_id=clip(conversation_id, 200), status="failed", detail=problem
+            )
         # (Unit separators: ids and tenants are printable; PostgreSQL text holds no NUL.)
         claim = f"compaction\x1f{self.repository.tenant}\x1f{conversation_id}"
         try:

@@ -30,10 +30,18 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, ValidationInfo
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    AfterValidator,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationInfo,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 MAX_BIGINT = 2**63 - 1  # PostgreSQL bigint: seqs, versions, ordinals
 MAX_INTEGER = 2**31 - 1  # PostgreSQL integer: batch numbers, token estimates
@@ -180,37 +188,110 @@ def rule(kind: str, problem_of: Callable[[Any], str | None]) -> AfterValidator:
     return AfterValidator(check)
 
 
-def at_most(limit: int, what: str) -> AfterValidator:
-    """A validator refusing a collection or string longer than `limit`."""
+# The keyword that bounds each kind of JSON value's size.
+_LENGTH_KEYWORDS = {"string": "maxLength", "array": "maxItems", "object": "maxProperties"}
+
+
+@dataclass(frozen=True)
+class Documented:
+    """A limit a validator here enforces, written into the JSON schema (and
+    so the OpenAPI document) where it has a keyword, changing nothing in the
+    validation: the rules' own messages stay what a client reads.
+    `length` is a string's `maxLength`, a list's `maxItems` or an object's
+    `maxProperties`, whichever the type's schema is."""
+
+    keywords: tuple[tuple[str, Any], ...] = ()
+    length: int | None = None  # maxLength of a string, maxItems of an array
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        target.update(self.keywords)
+        keyword = _LENGTH_KEYWORDS.get(target.get("type", ""))
+        if self.length is not None and keyword is not None:
+            target[keyword] = self.length
+        return schema
+
+
+def documented(**keywords: Any) -> Documented:
+    return Documented(tuple(keywords.items()))
+
+
+class _AtMost:
+    """`at_most`: the rule, and its limit in the JSON schema."""
+
+    def __init__(self, limit: int, validator: AfterValidator) -> None:
+        self.validator = validator
+        self.documented = Documented(length=limit)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return self.validator.__get_pydantic_core_schema__(source, handler)
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return self.documented.__get_pydantic_json_schema__(core_schema, handler)
+
+
+def at_most(limit: int, what: str) -> Any:
+    """A validator refusing a collection or string longer than `limit`
+    (`maxItems` or `maxLength` in the schema)."""
 
     def problem(value: Any) -> str | None:
         if len(value) > limit:
             return f"{len(value)} {what}, over the limit of {limit}"
         return None
 
-    return rule("too_long", problem)
+    return _AtMost(limit, rule("too_long", problem))
 
 
 def json_object(max_chars: int, what: str) -> AfterValidator:
     return rule("json_value", lambda v: json_problem(v, max_chars=max_chars, what=what))
 
 
+def json_limits(max_chars: int) -> Documented:
+    """What JSON Schema cannot say of a JSON value's size and depth, as
+    extensions of the schema (`x-max-json-chars`, `x-max-depth`)."""
+    return documented(**{"x-max-json-chars": max_chars, "x-max-depth": MAX_JSON_DEPTH})
+
+
 TEXT_RULE = rule("text", text_problem)
 """The text rule alone, to put after a type's own constraints."""
 
-Text = Annotated[str, TEXT_RULE]
-"""Text that can be stored (no NUL, no lone surrogate), of any length: a
-message's content, whose size limit is configurable (`Limits`)."""
+Text = Annotated[str, TEXT_RULE, Documented(length=MAX_TEXT_CHARS)]
+"""Text that can be stored (no NUL, no lone surrogate): a message's
+content, whose size limit is configurable (`Limits`; the schema gives the
+default)."""
 
 BoundedText = Annotated[Text, at_most(MAX_TEXT_CHARS, "characters")]
 """Text of at most MAX_TEXT_CHARS characters (prompts, slot text, reasoning)."""
 
-Identifier = Annotated[str, rule("identifier", lambda v: identifier_problem(v, MAX_ID_CHARS))]
-AgentId = Annotated[str, rule("agent_id", lambda v: identifier_problem(v, MAX_AGENT_ID_CHARS))]
-SlotName = Annotated[str, rule("slot_name", slot_name_problem)]
+Identifier = Annotated[
+    str,
+    rule("identifier", lambda v: identifier_problem(v, MAX_ID_CHARS)),
+    documented(minLength=1, maxLength=MAX_ID_CHARS),
+]
+AgentId = Annotated[
+    str,
+    rule("agent_id", lambda v: identifier_problem(v, MAX_AGENT_ID_CHARS)),
+    documented(minLength=1, maxLength=MAX_AGENT_ID_CHARS),
+]
+SlotName = Annotated[
+    str,
+    rule("slot_name", slot_name_problem),
+    documented(minLength=1, maxLength=MAX_SLOT_NAME_CHARS),
+]
 
-Arguments = Annotated[dict[str, Any], json_object(MAX_ARGUMENTS_CHARS, "the arguments object")]
-Metadata = Annotated[dict[str, Any], json_object(MAX_METADATA_CHARS, "metadata")]
+Arguments = Annotated[
+    dict[str, Any],
+    json_object(MAX_ARGUMENTS_CHARS, "the arguments object"),
+    json_limits(MAX_ARGUMENTS_CHARS),
+]
+Metadata = Annotated[
+    dict[str, Any], json_object(MAX_METADATA_CHARS, "metadata"), json_limits(MAX_METADATA_CHARS)
+]
 
 TokenCount = Annotated[int, Field(strict=True, ge=0, le=MAX_INTEGER)]
 Version = Annotated[int, Field(strict=True, ge=0, le=MAX_BIGINT)]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -299,6 +300,17 @@ class MemoryStorage(MemoryReads):
             stream.next_seq, stream.current_batch, stream.archived_at = 1, 1, None
             stream.agent_batches = {}
             yield MemoryRebuildSession(self._tables, conversation_id)
+
+    async def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        """(conversations not deleted, bytes of their log as JSON) of `tenant`."""
+        streams = [cid for cid, row in self._tables.streams.items() if row.tenant == tenant]
+        live = sum(self._tables.streams[cid].deleted_at is None for cid in streams)
+        stored = sum(
+            len(json.dumps(e.data, separators=(",", ":")))
+            for cid in streams
+            for e in self._tables.events.get(cid, ())
+        )
+        return live, stored
 
     async def ping(self) -> None:
         return None

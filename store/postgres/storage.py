@@ -13,7 +13,9 @@ that also holds its SQL (or beside one that does):
 - the feed, a tenant's feed, what an export needs: `feed`, `feed_signal`;
 - search: `search`, `search_indexes`;
 - compaction candidates and claims: `candidates`;
-- the pool, its connections, errors translated: `pooled`, `driver_errors`.
+- what a tenant holds, for its caps: `usage`;
+- the pool, its connections, errors translated: `pooled`, `driver_errors`;
+- writers of one conversation kept to a share of the pool: `conversation_gate`.
 
 Why mixins rather than a facade that forwards each call to an object per
 concern: every operation is written once, where its statements are, with
@@ -42,6 +44,7 @@ from typing import Any
 import psycopg
 
 from store.postgres.candidates import CompactionQueries
+from store.postgres.conversation_gate import ConversationGate
 from store.postgres.feed import FeedReads
 from store.postgres.feed_signal import FeedSignal
 from store.postgres.group_commit import WRITERS, GroupCommit
@@ -52,6 +55,7 @@ from store.postgres.reads import ConversationReads
 from store.postgres.rebuild import Rebuilding
 from store.postgres.schema_revision import check_schema
 from store.postgres.search import MessageSearch
+from store.postgres.usage import TenantUsage
 from store.postgres.write_session import WriteSession
 from store.repository.port import NO_LOOKUPS, Lookups, StaleHead
 
@@ -74,6 +78,7 @@ class PostgresStorage(
     FeedReads,
     CompactionQueries,
     Rebuilding,
+    TenantUsage,
 ):
     """The storage port on PostgreSQL.
 
@@ -90,6 +95,8 @@ class PostgresStorage(
         self._remembered = RememberedHeads()
         self._closing: asyncio.Task[None] | None = None
         self._guard: asyncio.Task[None] | None = None
+        # Writers waiting on one conversation's lock take a bounded share of the pool.
+        self.gate = ConversationGate()
 
     @classmethod
     def connect(
@@ -230,7 +237,11 @@ class PostgresStorage(
                         raise StaleHead() from error
                     raise
             else:
-                async with by_hand(self.pool) as conn, conn.pipeline() as pipeline:
+                async with (
+                    self.gate.admitted(conversation_id),
+                    by_hand(self.pool) as conn,
+                    conn.pipeline() as pipeline,
+                ):
                     session = WriteSession(conn, pipeline, conversation_id)
                     await session.open(tenant, create, lookups)
                     yield session
