@@ -22,6 +22,8 @@ from hosting.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from hosting.keys import ApiKey
+
 T = TypeVar("T")
 
 console = Console(stderr=True)
@@ -55,15 +57,27 @@ def _run(command: str, action: Callable[[AsyncEngine], Awaitable[T]]) -> T:
 def create(
     tenant: Annotated[str, typer.Option("--tenant", "-t", help="The tenant the key acts for.")],
     name: Annotated[str, typer.Option("--name", "-n", help="What the key is for (a label).")],
+    expires_in: Annotated[
+        str | None,
+        typer.Option(
+            "--expires-in",
+            help="Refuse the key after this long: a number and a unit, s, m, h or d"
+            " (e.g. 90m, 12h, 30d). Never, by default.",
+        ),
+    ] = None,
 ) -> None:
     """Create a key for a tenant and print it (once: only its hash is stored)."""
-    from hosting.keys import create_key
+    from hosting.keys import create_key, expiry_after
 
     try:
-        key_id, plaintext = _run("create", lambda engine: create_key(engine, tenant, name))
+        expires_at = expiry_after(expires_in) if expires_in is not None else None
+        key_id, plaintext = _run(
+            "create", lambda engine: create_key(engine, tenant, name, expires_at=expires_at)
+        )
     except ValueError as error:
         raise fail("keys create", str(error), 2) from None
-    console.print(f"[green]created[/green] key {key_id} for tenant {tenant!r} ({name})")
+    until = f", expires {expires_at:%Y-%m-%d %H:%M:%S %Z}" if expires_at else ""
+    console.print(f"[green]created[/green] key {key_id} for tenant {tenant!r} ({name}{until})")
     console.print("[yellow]store it now: this key is not shown again[/yellow]")
     typer.echo(plaintext)
 
@@ -79,7 +93,7 @@ def list_(
 
     keys = _run("list", lambda engine: list_keys(engine, tenant))
     table = Table(title="API keys")
-    for column in ("id", "tenant", "name", "key", "created", "status"):
+    for column in ("id", "tenant", "name", "key", "created", "expires", "status"):
         table.add_column(column, overflow="fold")
     for key in keys:
         table.add_row(
@@ -88,11 +102,18 @@ def list_(
             key.name,
             f"{key.key_start}…",
             key.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            "active" if key.active else f"revoked {key.revoked_at:%Y-%m-%d %H:%M:%S}",
+            key.expires_at.strftime("%Y-%m-%d %H:%M:%S") if key.expires_at else "never",
+            _status(key),
         )
     Console(width=200).print(table)
     if not keys:
         console.print("no keys" + (f" for tenant {tenant!r}" if tenant else ""))
+
+
+def _status(key: ApiKey) -> str:
+    if key.revoked_at is not None:
+        return f"revoked {key.revoked_at:%Y-%m-%d %H:%M:%S}"
+    return "expired" if key.expired else "active"
 
 
 @keys_app.command("revoke")

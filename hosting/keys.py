@@ -30,10 +30,11 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import secrets
 import time
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from select import POLLIN, poll
 from typing import Any
 
@@ -80,6 +81,8 @@ api_keys = Table(
     Column("key_start", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    # Past it the key is refused as a revoked one is; null: it never expires.
+    Column("expires_at", DateTime(timezone=True), nullable=True),
     PrimaryKeyConstraint("id", name="pk_api_keys"),
     UniqueConstraint("key_hash", name="uq_api_keys_key_hash"),
     Index("ix_api_keys_tenant", "tenant"),
@@ -97,10 +100,15 @@ class ApiKey(BaseModel):
     key_start: str
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= datetime.now(UTC)
 
     @property
     def active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.expired
 
 
 def hash_key(plaintext: str) -> str:
@@ -111,25 +119,62 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-async def create_key(engine: AsyncEngine, tenant: str, name: str) -> tuple[uuid.UUID, str]:
-    """A new key for `tenant`: (its id, the plaintext — shown once, never stored)."""
+def _new_row(
+    key_id: uuid.UUID, tenant: str, name: str, plaintext: str, expires_at: datetime | None
+) -> Any:
+    return api_keys.insert().values(
+        id=key_id,
+        tenant=tenant,
+        name=name,
+        key_hash=hash_key(plaintext),
+        key_start=plaintext[: len(KEY_PREFIX) + SHOWN_CHARS],
+        expires_at=expires_at,
+    )
+
+
+async def create_key(
+    engine: AsyncEngine, tenant: str, name: str, *, expires_at: datetime | None = None
+) -> tuple[uuid.UUID, str]:
+    """A new key for `tenant`: (its id, the plaintext — shown once, never
+    stored). With `expires_at` (timezone-aware, in the future) it is refused
+    from then on."""
     if not tenant.strip():
         raise ValueError("an API key needs a tenant")
     if not name.strip():
         raise ValueError("an API key needs a name")
+    check_expiry(expires_at)
     key_id = uuid.uuid4()
     plaintext = new_key()
     async with engine.begin() as conn:
-        await conn.execute(
-            api_keys.insert().values(
-                id=key_id,
-                tenant=tenant,
-                name=name,
-                key_hash=hash_key(plaintext),
-                key_start=plaintext[: len(KEY_PREFIX) + SHOWN_CHARS],
-            )
-        )
+        await conn.execute(_new_row(key_id, tenant, name, plaintext, expires_at))
     return key_id, plaintext
+
+
+# `convo keys create --expires-in`: a number and its unit.
+_DURATION = re.compile(r"(\d{1,6})([smhd])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_KEY_LIFE = timedelta(days=3650)
+
+
+def expiry_after(duration: str) -> datetime:
+    """The moment `duration` (`90m`, `12h`, `30d`…) from now."""
+    match = _DURATION.fullmatch(duration.strip())
+    if match is None:
+        raise ValueError(f"--expires-in {duration!r}: a number and a unit, s, m, h or d (e.g. 30d)")
+    life = timedelta(seconds=int(match[1]) * _UNIT_S[match[2]])
+    if not timedelta(0) < life <= MAX_KEY_LIFE:
+        raise ValueError(f"--expires-in {duration!r}: from 1s to {MAX_KEY_LIFE.days} days")
+    return datetime.now(UTC) + life
+
+
+def check_expiry(expires_at: datetime | None) -> None:
+    """An expiry must say its timezone and lie ahead: a key born expired is a mistake."""
+    if expires_at is None:
+        return
+    if expires_at.tzinfo is None:
+        raise ValueError("an API key's expiry needs a timezone")
+    if expires_at <= datetime.now(UTC):
+        raise ValueError(f"an API key's expiry must be in the future, not {expires_at.isoformat()}")
 
 
 async def list_keys(engine: AsyncEngine, tenant: str | None = None) -> list[ApiKey]:
@@ -141,6 +186,7 @@ async def list_keys(engine: AsyncEngine, tenant: str | None = None) -> list[ApiK
         api_keys.c.key_start,
         api_keys.c.created_at,
         api_keys.c.revoked_at,
+        api_keys.c.expires_at,
     ).order_by(api_keys.c.created_at, api_keys.c.id)
     if tenant is not None:
         query = query.where(api_keys.c.tenant == tenant)
@@ -167,15 +213,7 @@ async def replace_key(engine: AsyncEngine, tenant: str, name: str) -> tuple[uuid
         )
         for (old,) in replaced:
             await conn.execute(select(func.pg_notify(KEYS_CHANNEL, str(old))))
-        await conn.execute(
-            api_keys.insert().values(
-                id=key_id,
-                tenant=tenant,
-                name=name,
-                key_hash=hash_key(plaintext),
-                key_start=plaintext[: len(KEY_PREFIX) + SHOWN_CHARS],
-            )
-        )
+        await conn.execute(_new_row(key_id, tenant, name, plaintext, None))
     return key_id, plaintext
 
 
@@ -272,7 +310,10 @@ REVOCATION_ECHO_S = 5.0
 # A look-up is one short statement: a few connections serve many requests.
 KEY_POOL_SIZE = 4
 
-_TENANT_OF_KEY = "SELECT tenant FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL"
+_TENANT_OF_KEY = (
+    "SELECT tenant, expires_at - now() FROM api_keys WHERE key_hash = %s"
+    " AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())"
+)
 
 
 async def _prepare_at_first_use(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -404,7 +445,7 @@ class KeyLookup:
             return
 
     async def tenant_for_key(self, plaintext: str) -> str | None:
-        """The tenant of a live key, or None for an unknown or revoked one."""
+        """The tenant of a live key, or None for an unknown, revoked or expired one."""
         if not plaintext.startswith(KEY_PREFIX):
             return None
         key_hash = hash_key(plaintext)
@@ -421,15 +462,17 @@ class KeyLookup:
             row = await cursor.fetchone()
         if row is None:
             return None  # unknown keys are not remembered: a new key works at once
-        tenant = str(row[0])
-        if self.cache_s > 0:
+        tenant, left = str(row[0]), row[1]
+        # Never remembered past its expiry (the server's clock says how long is left).
+        keep_s = self.cache_s if left is None else min(self.cache_s, left.total_seconds())
+        if keep_s > 0:
             if self._revocations_arrived():
                 self._forget()
             # Not if a revocation arrived while the query ran: its answer may predate it.
             elif self._forgotten == forgotten:
                 if len(self._tenants) >= MAX_REMEMBERED:
                     self._tenants.clear()
-                self._tenants[key_hash] = (tenant, time.monotonic() + self.cache_s)
+                self._tenants[key_hash] = (tenant, time.monotonic() + keep_s)
         return tenant
 
     async def close(self) -> None:
@@ -448,14 +491,22 @@ class MemoryKeys:
     (tests, local experiments): the same hashing, nothing persisted."""
 
     def __init__(self) -> None:
-        self._tenants: dict[str, str] = {}  # key hash → tenant
+        # key hash → (tenant, expiry or None)
+        self._tenants: dict[str, tuple[str, datetime | None]] = {}
 
-    def create(self, tenant: str, name: str) -> str:
+    def create(self, tenant: str, name: str, *, expires_at: datetime | None = None) -> str:
         if not tenant.strip() or not name.strip():
             raise ValueError("an API key needs a tenant and a name")
+        check_expiry(expires_at)
         plaintext = new_key()
-        self._tenants[hash_key(plaintext)] = tenant
+        self._tenants[hash_key(plaintext)] = (tenant, expires_at)
         return plaintext
 
     async def tenant_for_key(self, plaintext: str) -> str | None:
-        return self._tenants.get(hash_key(plaintext))
+        found = self._tenants.get(hash_key(plaintext))
+        if found is None:
+            return None
+        tenant, expires_at = found
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            return None
+        return tenant

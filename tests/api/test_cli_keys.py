@@ -140,3 +140,22 @@ async def test_the_development_key_replaces_the_last_one(database_url: str) -> N
     finally:
         await engine.dispose()
     assert keys == {first: False, second: True}
+
+
+def test_a_key_may_expire_and_the_listing_says_when(database_url: str) -> None:
+    code, _, err = _convo(
+        database_url, "create", "--tenant", "acme", "--name", "temp", "--expires-in", "30d"
+    )
+    assert code == 0, err
+    assert "expires " in err
+    code, listing, _ = _convo(database_url, "list", "--tenant", "acme")
+    assert code == 0
+    assert "never" not in listing
+    assert "active" in listing
+
+    code, _, err = _convo(
+        database_url, "create", "--tenant", "acme", "--name", "x", "--expires-in", "soon"
+    )
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "--expires-in 'soon'" in err

@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -233,6 +234,38 @@ async def test_a_key_revoked_with_revoke_key_ends_its_tail_on_postgres(
             took = stream.ended_at - revoked_at
             assert (await client.get("/conversations")).status_code == 401
         assert took < WITHIN_S, f"the stream ended {took:.2f} s after the revocation"
+        assert json.loads(sse_messages(stream.body)[-1]["data"])["type"] == "Unauthorized"
+    finally:
+        await storage.close()
+        await keys.close()
+
+
+async def test_an_expiring_keys_tail_ends_within_a_second_of_its_expiry_on_postgres(
+    database_url: str, settings: Settings, engine: AsyncEngine
+) -> None:
+    """Expiry is a revocation nobody sends: the look-up remembers a key no
+    longer than it has left, so a stream of it ends as a revoked one does."""
+    storage = await PostgresStorage.connect(database_url, options=settings.connection_options())
+    keys = await KeyLookup.connect(database_url, options=settings.connection_options())
+    app = create_app(
+        settings,
+        services=Services(storage=storage, tenant_for_key=keys.tenant_for_key, limits=Limits()),
+    )
+    expires_at = datetime.now(UTC) + timedelta(seconds=2)
+    _, key = await create_key(engine, "acme", "short-lived", expires_at=expires_at)
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(
+            transport=transport, base_url=BASE_URL, headers=auth(key)
+        ) as client:
+            assert (await client.post("/conversations", json={"id": "c1"})).status_code == 201
+            async with Stream(app, "/events/stream", key, "heartbeat=0.1") as stream:
+                await stream.until(lambda body: b": connected" in body)
+                await stream.ended(timeout=PATIENCE + 2)
+            ended_at = datetime.now(UTC) - timedelta(seconds=time.perf_counter() - stream.ended_at)
+            assert (await client.get("/conversations")).status_code == 401
+        late = (ended_at - expires_at).total_seconds()
+        assert late < WITHIN_S, f"the stream ended {late:.2f} s after the key expired"
         assert json.loads(sse_messages(stream.body)[-1]["data"])["type"] == "Unauthorized"
     finally:
         await storage.close()
