@@ -1,7 +1,7 @@
 """Each API operation as a `Call`: the request to send and how to read its answer.
 
-Written once here, sent by both clients (`AsyncConvoClient` awaits it,
-`ConvoClient` blocks on it), so the two cannot drift apart. A call checks
+Written once here, sent by `AsyncConvoClient` (which `ConvoClient` runs
+for blocking code, store.client.blocking). A call checks
 what it can before sending, with the library's own checks and errors
 (a conversation id, a message, a batch operation), and reads answers as
 the store's own values (`store.domain`): the HTTP shapes are those values'
