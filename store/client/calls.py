@@ -1,7 +1,7 @@
 """Each API operation as a `Call`: the request to send and how to read its answer.
 
-Written once here, sent by both clients (`AsyncConvoClient` awaits it,
-`ConvoClient` blocks on it), so the two cannot drift apart. A call checks
+Written once here, sent by `AsyncConvoClient` (which `ConvoClient` runs
+for blocking code, store.client.blocking). A call checks
 what it can before sending, with the library's own checks and errors
 (a conversation id, a message, a batch operation), and reads answers as
 the store's own values (`store.domain`): the HTTP shapes are those values'
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
+import httpx
 from pydantic import TypeAdapter
 
 from store.client.wire import (
@@ -49,6 +50,45 @@ from store.domain.records import ExpectedVersion, FeedPosition
 from store.domain.search import SearchPage, SearchQuery
 from store.domain.values import Appended, Batch, BatchResult, Conversation, Scope, ToolBlock
 
+T = TypeVar("T")
+
+
+def _conversation_read(
+    conversation_id: ConversationRef, under: str, read: Callable[[httpx.Response], T], **params: Any
+) -> Call[T]:
+    """A GET of what is `under` the conversation's path: safe to repeat."""
+    key, path = segment(conversation_id)
+    return Call(
+        method="GET",
+        path=f"/conversations/{path}{under}",
+        params=query(**params),
+        read=read,
+        conversation_id=key,
+        replayable=True,
+    )
+
+
+def _conversation_write(
+    method: str,
+    conversation_id: ConversationRef,
+    under: str,
+    read: Callable[[httpx.Response], T],
+    body: Any = None,
+    **params: Any,
+) -> Call[T]:
+    """A write to what is `under` the conversation's path. Not replayable:
+    a lost answer may hide a stored write (the append, with its key, is)."""
+    key, path = segment(conversation_id)
+    return Call(
+        method=method,
+        path=f"/conversations/{path}{under}",
+        params=query(**params),
+        body=body,
+        read=read,
+        conversation_id=key,
+    )
+
+
 # --- conversations ---------------------------------------------------------------------
 
 
@@ -66,14 +106,7 @@ def create_conversation(
 
 
 def get_conversation(conversation_id: ConversationRef) -> Call[Conversation]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}",
-        read=answer_of(Conversation),
-        conversation_id=key,
-        replayable=True,
-    )
+    return _conversation_read(conversation_id, "", answer_of(Conversation))
 
 
 def list_conversations(search: ConversationQuery) -> Call[ConversationPage]:
@@ -103,34 +136,21 @@ def update_metadata(
     replace: bool,
     expected_version: ExpectedVersion,
 ) -> Call[Conversation]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="PATCH",
-        path=f"/conversations/{path}",
-        body={
-            "metadata": patch,
-            "mode": "replace" if replace else "merge",
-            "expected_version": expected(expected_version),
-        },
-        read=answer_of(Conversation),
-        conversation_id=key,
-    )
+    body = {
+        "metadata": patch,
+        "mode": "replace" if replace else "merge",
+        "expected_version": expected(expected_version),
+    }
+    return _conversation_write("PATCH", conversation_id, "", answer_of(Conversation), body)
 
 
 def set_archived(conversation_id: ConversationRef, archived: bool) -> Call[Conversation]:
-    key, path = segment(conversation_id)
-    action = "archive" if archived else "unarchive"
-    return Call(
-        method="POST",
-        path=f"/conversations/{path}/{action}",
-        read=answer_of(Conversation),
-        conversation_id=key,
-    )
+    action = "/archive" if archived else "/unarchive"
+    return _conversation_write("POST", conversation_id, action, answer_of(Conversation))
 
 
 def delete(conversation_id: ConversationRef) -> Call[None]:
-    key, path = segment(conversation_id)
-    return Call(method="DELETE", path=f"/conversations/{path}", read=no_answer, conversation_id=key)
+    return _conversation_write("DELETE", conversation_id, "", no_answer)
 
 
 # --- messages ------------------------------------------------------------------------
@@ -165,17 +185,11 @@ def new_idempotency_key() -> str:
 def replace(
     conversation_id: ConversationRef, seq: int, content: Content, expected_version: ExpectedVersion
 ) -> Call[int]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="PUT",
-        path=f"/conversations/{path}/messages/{seq}",
-        body={
-            "content": TypeAdapter(Content).dump_python(content, mode="json"),
-            "expected_version": expected(expected_version),
-        },
-        read=version_of,
-        conversation_id=key,
-    )
+    body = {
+        "content": TypeAdapter(Content).dump_python(content, mode="json"),
+        "expected_version": expected(expected_version),
+    }
+    return _conversation_write("PUT", conversation_id, f"/messages/{seq}", version_of, body)
 
 
 # --- agents --------------------------------------------------------------------------
@@ -184,19 +198,14 @@ def replace(
 def configure_agent(
     conversation_id: ConversationRef, profile: AgentProfile, expected_version: ExpectedVersion
 ) -> Call[int]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="PUT",
-        path=f"/conversations/{path}/agents/{quote(profile.agent_id, safe='')}",
-        body={
-            "is_sub_agent": profile.is_sub_agent,
-            "system_prompt": profile.system_prompt,
-            "role_definition": profile.role_definition,
-            "expected_version": expected(expected_version),
-        },
-        read=version_of,
-        conversation_id=key,
-    )
+    body = {
+        "is_sub_agent": profile.is_sub_agent,
+        "system_prompt": profile.system_prompt,
+        "role_definition": profile.role_definition,
+        "expected_version": expected(expected_version),
+    }
+    under = f"/agents/{quote(profile.agent_id, safe='')}"
+    return _conversation_write("PUT", conversation_id, under, version_of, body)
 
 
 def update_slot(
@@ -207,29 +216,17 @@ def update_slot(
     agent_id: str,
     expected_version: ExpectedVersion,
 ) -> Call[int]:
-    key, path = segment(conversation_id)
     wire: Any = value
     if value is not None and not isinstance(value, str):
         wire = [TodoItem.model_validate(item).model_dump(mode="json") for item in value]
-    return Call(
-        method="PUT",
-        path=f"/conversations/{path}/agents/{quote(agent_id, safe='')}"
-        f"/slots/{quote(slot, safe='')}",
-        body={"value": wire, "expected_version": expected(expected_version)},
-        read=version_of,
-        conversation_id=key,
-    )
+    body = {"value": wire, "expected_version": expected(expected_version)}
+    under = f"/agents/{quote(agent_id, safe='')}/slots/{quote(slot, safe='')}"
+    return _conversation_write("PUT", conversation_id, under, version_of, body)
 
 
 def agent(conversation_id: ConversationRef, agent_id: str) -> Call[AgentState]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/agents/{quote(agent_id, safe='')}",
-        read=answer_of(AgentState),
-        conversation_id=key,
-        replayable=True,
-    )
+    under = f"/agents/{quote(agent_id, safe='')}"
+    return _conversation_read(conversation_id, under, answer_of(AgentState))
 
 
 # --- batches, forks and pins ------------------------------------------------------------
@@ -238,16 +235,9 @@ def agent(conversation_id: ConversationRef, agent_id: str) -> Call[AgentState]:
 def run_batch_operation(
     conversation_id: ConversationRef, operation: BatchOperation, expected_version: ExpectedVersion
 ) -> Call[BatchResult]:
-    key, path = segment(conversation_id)
     body = operation.model_dump(mode="json")
     body["expected_version"] = expected(expected_version)
-    return Call(
-        method="POST",
-        path=f"/conversations/{path}/batches",
-        body=body,
-        read=answer_of(BatchResult),
-        conversation_id=key,
-    )
+    return _conversation_write("POST", conversation_id, "/batches", answer_of(BatchResult), body)
 
 
 def truncate_operation(**fields: Any) -> BatchOperation:
@@ -259,25 +249,11 @@ def clear_operation(**fields: Any) -> BatchOperation:
 
 
 def batches(conversation_id: ConversationRef) -> Call[list[Batch]]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/batches",
-        read=answer_of(list[Batch]),
-        conversation_id=key,
-        replayable=True,
-    )
+    return _conversation_read(conversation_id, "/batches", answer_of(list[Batch]))
 
 
 def batch_messages(conversation_id: ConversationRef, batch: int) -> Call[list[StoredMessage]]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/batches/{batch}/messages",
-        read=message_list,
-        conversation_id=key,
-        replayable=True,
-    )
+    return _conversation_read(conversation_id, f"/batches/{batch}/messages", message_list)
 
 
 def fork(
@@ -288,32 +264,25 @@ def fork(
     agent_id: str | None,
     metadata: dict[str, Any] | None,
 ) -> Call[Conversation]:
-    key, path = segment(conversation_id)
     new_key = None if new_conversation_id is None else conversation_key(new_conversation_id)
-    return Call(
-        method="POST",
-        path=f"/conversations/{path}/fork",
-        body={
-            "new_conversation_id": new_key,
-            "up_to_seq": up_to_seq,
-            "agent_id": agent_id,
-            "metadata": metadata or {},
-        },
-        read=answer_of(Conversation),
-        conversation_id=key,
-    )
+    body = {
+        "new_conversation_id": new_key,
+        "up_to_seq": up_to_seq,
+        "agent_id": agent_id,
+        "metadata": metadata or {},
+    }
+    return _conversation_write("POST", conversation_id, "/fork", answer_of(Conversation), body)
 
 
 def pin_message(
     conversation_id: ConversationRef, seq: int, pinned: bool, expected_version: ExpectedVersion
 ) -> Call[int]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="PUT" if pinned else "DELETE",
-        path=f"/conversations/{path}/messages/{seq}/pin",
-        params=query(expected_version=expected(expected_version)),
-        read=version_of,
-        conversation_id=key,
+    return _conversation_write(
+        "PUT" if pinned else "DELETE",
+        conversation_id,
+        f"/messages/{seq}/pin",
+        version_of,
+        expected_version=expected(expected_version),
     )
 
 
@@ -328,14 +297,14 @@ def read_window(
     cursor: str | None,
     limit: int,
 ) -> Call[WindowSlice]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/window",
-        params=query(batch=batch, agent_id=agent_id, cursor=cursor, limit=limit),
-        read=window_slice,
-        conversation_id=key,
-        replayable=True,
+    return _conversation_read(
+        conversation_id,
+        "/window",
+        window_slice,
+        batch=batch,
+        agent_id=agent_id,
+        cursor=cursor,
+        limit=limit,
     )
 
 
@@ -351,77 +320,55 @@ def page_messages(
     kind: str | None,
     scope: Scope,
 ) -> Call[MessagePage]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/messages",
-        params=query(
-            after_seq=after_seq,
-            before_seq=before_seq,
-            limit=limit,
-            order=order,
-            role=role,
-            agent_id=agent_id,
-            kind=kind,
-            scope=scope,
-        ),
-        read=answer_of(MessagePage),
-        conversation_id=key,
-        replayable=True,
+    return _conversation_read(
+        conversation_id,
+        "/messages",
+        answer_of(MessagePage),
+        after_seq=after_seq,
+        before_seq=before_seq,
+        limit=limit,
+        order=order,
+        role=role,
+        agent_id=agent_id,
+        kind=kind,
+        scope=scope,
     )
 
 
 def recent_by_role(
     conversation_id: ConversationRef, role: Role, n: int, scope: Scope, agent_id: str | None
 ) -> Call[list[StoredMessage]]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/messages/recent",
-        params=query(role=role, n=n, scope=scope, agent_id=agent_id),
-        read=message_list,
-        conversation_id=key,
-        replayable=True,
+    return _conversation_read(
+        conversation_id,
+        "/messages/recent",
+        message_list,
+        role=role,
+        n=n,
+        scope=scope,
+        agent_id=agent_id,
     )
 
 
 def role_range(
     conversation_id: ConversationRef, role: Role, first: int, last: int
 ) -> Call[list[StoredMessage]]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/roles/{quote(role, safe='')}",
-        params=query(first=first, last=last),
-        read=message_list,
-        conversation_id=key,
-        replayable=True,
-    )
+    under = f"/roles/{quote(role, safe='')}"
+    return _conversation_read(conversation_id, under, message_list, first=first, last=last)
 
 
 def count_by_role(conversation_id: ConversationRef, scope: Scope) -> Call[dict[Role, int]]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/counts",
-        params=query(scope=scope),
-        read=answer_of(dict[Role, int]),
-        conversation_id=key,
-        replayable=True,
-    )
+    return _conversation_read(conversation_id, "/counts", answer_of(dict[Role, int]), scope=scope)
 
 
 def tool_blocks(
     conversation_id: ConversationRef, *, pending_only: bool, agent_id: str | None
 ) -> Call[list[ToolBlock]]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/tool-blocks",
-        params=query(pending_only=pending_only, agent_id=agent_id),
-        read=answer_of(list[ToolBlock]),
-        conversation_id=key,
-        replayable=True,
+    return _conversation_read(
+        conversation_id,
+        "/tool-blocks",
+        answer_of(list[ToolBlock]),
+        pending_only=pending_only,
+        agent_id=agent_id,
     )
 
 
@@ -464,15 +411,7 @@ def assemble(
 
 def export(conversation_id: ConversationRef, *, events: bool) -> Call[None]:
     """The export's request (its lines are read as they stream, not by `read`)."""
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/export",
-        params=query(events=events),
-        read=no_answer,
-        conversation_id=key,
-        replayable=True,
-    )
+    return _conversation_read(conversation_id, "/export", no_answer, events=events)
 
 
 # --- the feed ------------------------------------------------------------------------
@@ -491,12 +430,6 @@ def read_events(after: FeedPosition | None, limit: int) -> Call[FeedPage]:
 def conversation_events(
     conversation_id: ConversationRef, *, from_version: int, limit: int
 ) -> Call[list[FeedEvent]]:
-    key, path = segment(conversation_id)
-    return Call(
-        method="GET",
-        path=f"/conversations/{path}/events",
-        params=query(from_version=from_version, limit=limit),
-        read=event_list,
-        conversation_id=key,
-        replayable=True,
+    return _conversation_read(
+        conversation_id, "/events", event_list, from_version=from_version, limit=limit
     )

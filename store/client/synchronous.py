@@ -6,25 +6,24 @@
         for message in client.iter_messages("user-123"):
             ...
 
-The same methods as `AsyncConvoClient`, each sending the same `Call`
-(store.client.calls) and blocking on it; the retries, errors and
-idempotency keys are the same too. (The framework adapters are async:
-they take the `AsyncConvoClient`.)
+The same methods as `AsyncConvoClient`, each running that client's method
+on an event loop of the client's own, in a thread of its own
+(store.client.blocking), and blocking until it is done: one implementation,
+so the requests, retries, errors and idempotency keys are the same. It can
+be used where an event loop already runs (a notebook). (The framework
+adapters are async: they take the `AsyncConvoClient`.)
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from store.client import calls
-from store.client.sync_reads import Reads
+from store.client.blocking_reads import BlockingReads
 from store.client.wire import AgentState
 from store.domain.context import AgentProfile, ContextSlots, TodoItem
 from store.domain.conversation_keys import ConversationRef
-from store.domain.errors import InvalidOperation
-from store.domain.listing import ConversationPage, ConversationQuery, conversation_query
+from store.domain.listing import ConversationPage, ConversationQuery
 from store.domain.messages import MAIN_AGENT, Content, Message, Role, StoredMessage
 from store.domain.operations import BatchOperation
 from store.domain.records import ExpectedVersion, StreamState
@@ -33,7 +32,7 @@ from store.domain.values import Appended, Batch, BatchResult, Conversation
 ANY = StreamState.ANY
 
 
-class ConvoClient(Reads):
+class ConvoClient(BlockingReads):
     """The convo-store HTTP API for one API key (so one tenant).
 
     `base_url`: where `convo serve` listens. `api_key`: a key from
@@ -42,8 +41,10 @@ class ConvoClient(Reads):
     unless it names one. `http`: an `httpx.Client` to send with
     instead of the client's own (it then sends the key only if that one
     does; closing it is the caller's). `transport`: what the client's own
-    sends through (e.g. `httpx.WSGITransport`, `httpx.MockTransport`).
-    `sleep`: how it waits between tries (tests record the waits)."""
+    sends through (e.g. `httpx.MockTransport`; a blocking one is sent
+    through from worker threads). `sleep`: how it waits between tries
+    (tests record the waits). Close it (`close()`, or use it in `with`)
+    to close its connections and end its thread."""
 
     # --- conversations ---------------------------------------------------------------
 
@@ -53,10 +54,12 @@ class ConvoClient(Reads):
         *,
         metadata: dict[str, Any] | None = None,
     ) -> Conversation:
-        return self.call(calls.create_conversation(conversation_id, metadata))
+        return self._portal.run(
+            self._client.create_conversation(conversation_id=conversation_id, metadata=metadata)
+        )
 
     def get_conversation(self, conversation_id: ConversationRef, /) -> Conversation:
-        return self.call(calls.get_conversation(conversation_id))
+        return self._portal.run(self._client.get_conversation(conversation_id))
 
     def list_conversations(
         self, query: ConversationQuery | None = None, /, **filters: Any
@@ -64,20 +67,14 @@ class ConvoClient(Reads):
         """A page of the tenant's conversations as `query` says (or its
         fields as keywords: metadata, archived, created_from, created_to,
         updated_from, updated_to, order, cursor, limit)."""
-        return self.call(calls.list_conversations(_listing(query, filters)))
+        return self._portal.run(self._client.list_conversations(query, **filters))
 
     def iter_conversations(
         self, query: ConversationQuery | None = None, /, **filters: Any
     ) -> Iterator[Conversation]:
         """Every conversation `list_conversations` would list, page after
         page (of `limit` each)."""
-        search = _listing(query, filters)
-        while True:
-            page = self.list_conversations(search)
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            search = dataclasses.replace(search, cursor=page.next_cursor)
+        return self._iterate(self._client.iter_conversations(query, **filters))
 
     def update_metadata(
         self,
@@ -88,20 +85,20 @@ class ConvoClient(Reads):
         replace: bool = False,
         expected_version: ExpectedVersion = ANY,
     ) -> Conversation:
-        return self.call(
-            calls.update_metadata(
-                conversation_id, patch, replace=replace, expected_version=expected_version
+        return self._portal.run(
+            self._client.update_metadata(
+                conversation_id, patch=patch, replace=replace, expected_version=expected_version
             )
         )
 
     def archive(self, conversation_id: ConversationRef, /) -> Conversation:
-        return self.call(calls.set_archived(conversation_id, True))
+        return self._portal.run(self._client.archive(conversation_id))
 
     def unarchive(self, conversation_id: ConversationRef, /) -> Conversation:
-        return self.call(calls.set_archived(conversation_id, False))
+        return self._portal.run(self._client.unarchive(conversation_id))
 
     def delete(self, conversation_id: ConversationRef, /) -> None:
-        self.call(calls.delete(conversation_id))
+        self._portal.run(self._client.delete(conversation_id))
 
     # --- messages and agents ------------------------------------------------------------
 
@@ -116,12 +113,10 @@ class ConvoClient(Reads):
     ) -> Appended:
         """Append messages, all or none; under `idempotency_key` (by default
         a new one), so a retry of a lost answer is not stored twice."""
-        if idempotency_key is None and self.idempotency_keys:
-            idempotency_key = calls.new_idempotency_key()
-        return self.call(
-            calls.append_messages(
+        return self._portal.run(
+            self._client.append_messages(
                 conversation_id,
-                messages,
+                messages=messages,
                 expected_version=expected_version,
                 idempotency_key=idempotency_key,
             )
@@ -136,7 +131,11 @@ class ConvoClient(Reads):
         *,
         expected_version: ExpectedVersion = ANY,
     ) -> int:
-        return self.call(calls.replace(conversation_id, seq, content, expected_version))
+        return self._portal.run(
+            self._client.replace(
+                conversation_id, seq=seq, content=content, expected_version=expected_version
+            )
+        )
 
     def configure_agent(
         self,
@@ -146,7 +145,11 @@ class ConvoClient(Reads):
         *,
         expected_version: ExpectedVersion = ANY,
     ) -> int:
-        return self.call(calls.configure_agent(conversation_id, profile, expected_version))
+        return self._portal.run(
+            self._client.configure_agent(
+                conversation_id, profile=profile, expected_version=expected_version
+            )
+        )
 
     def update_slot(
         self,
@@ -158,25 +161,29 @@ class ConvoClient(Reads):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> int:
-        return self.call(
-            calls.update_slot(
-                conversation_id, slot, value, agent_id=agent_id, expected_version=expected_version
+        return self._portal.run(
+            self._client.update_slot(
+                conversation_id,
+                slot=slot,
+                value=value,
+                agent_id=agent_id,
+                expected_version=expected_version,
             )
         )
 
     def context_slots(
         self, conversation_id: ConversationRef, /, agent_id: str = MAIN_AGENT
     ) -> ContextSlots:
-        return (self.agent(conversation_id, agent_id)).slots
+        return self._portal.run(self._client.context_slots(conversation_id, agent_id=agent_id))
 
     def agent_profile(
         self, conversation_id: ConversationRef, /, agent_id: str = MAIN_AGENT
     ) -> AgentProfile:
-        return (self.agent(conversation_id, agent_id)).profile
+        return self._portal.run(self._client.agent_profile(conversation_id, agent_id=agent_id))
 
     def agent(self, conversation_id: ConversationRef, /, agent_id: str) -> AgentState:
         """The agent's profile and slots, in one request."""
-        return self.call(calls.agent(conversation_id, agent_id))
+        return self._portal.run(self._client.agent(conversation_id, agent_id=agent_id))
 
     # --- batches, forks, pins ------------------------------------------------------------
 
@@ -190,7 +197,11 @@ class ConvoClient(Reads):
     ) -> BatchResult:
         """Any batch operation (start_batch, truncate, filter, clear, insert,
         rollback_to_batch) as the store's value (`store.domain.operations`)."""
-        return self.call(calls.run_batch_operation(conversation_id, operation, expected_version))
+        return self._portal.run(
+            self._client.run_batch_operation(
+                conversation_id, operation=operation, expected_version=expected_version
+            )
+        )
 
     def truncate(
         self,
@@ -207,18 +218,19 @@ class ConvoClient(Reads):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> BatchResult:
-        operation = calls.truncate_operation(
-            agent_id=agent_id,
-            keep_first=keep_first,
-            keep_last=keep_last,
-            remove_first=remove_first,
-            remove_last=remove_last,
-            range=range_,
-            role=role,
-            adjust=adjust,
-        )
-        return self.run_batch_operation(
-            conversation_id, operation, expected_version=expected_version
+        return self._portal.run(
+            self._client.truncate(
+                conversation_id,
+                keep_first=keep_first,
+                keep_last=keep_last,
+                remove_first=remove_first,
+                remove_last=remove_last,
+                range_=range_,
+                role=role,
+                adjust=adjust,
+                agent_id=agent_id,
+                expected_version=expected_version,
+            )
         )
 
     def clear(
@@ -231,18 +243,23 @@ class ConvoClient(Reads):
         agent_id: str = MAIN_AGENT,
         expected_version: ExpectedVersion = ANY,
     ) -> BatchResult:
-        operation = calls.clear_operation(agent_id=agent_id, keep_system=keep_system, adjust=adjust)
-        return self.run_batch_operation(
-            conversation_id, operation, expected_version=expected_version
+        return self._portal.run(
+            self._client.clear(
+                conversation_id,
+                keep_system=keep_system,
+                adjust=adjust,
+                agent_id=agent_id,
+                expected_version=expected_version,
+            )
         )
 
     def batches(self, conversation_id: ConversationRef, /) -> list[Batch]:
-        return self.call(calls.batches(conversation_id))
+        return self._portal.run(self._client.batches(conversation_id))
 
     def batch_messages(
         self, conversation_id: ConversationRef, /, batch: int
     ) -> list[StoredMessage]:
-        return self.call(calls.batch_messages(conversation_id, batch))
+        return self._portal.run(self._client.batch_messages(conversation_id, batch=batch))
 
     def fork(
         self,
@@ -254,8 +271,8 @@ class ConvoClient(Reads):
         agent_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Conversation:
-        return self.call(
-            calls.fork(
+        return self._portal.run(
+            self._client.fork(
                 conversation_id,
                 new_conversation_id=new_conversation_id,
                 up_to_seq=up_to_seq,
@@ -273,13 +290,8 @@ class ConvoClient(Reads):
         *,
         expected_version: ExpectedVersion = ANY,
     ) -> int:
-        return self.call(calls.pin_message(conversation_id, seq, pinned, expected_version))
-
-
-def _listing(query: ConversationQuery | None, filters: dict[str, Any]) -> ConversationQuery:
-    """The query, or one of the filters; not both (as `Repository.list_conversations`)."""
-    if query is None:
-        return conversation_query(**filters)
-    if filters:
-        raise InvalidOperation(f"a query, or filters, not both: {', '.join(sorted(filters))}")
-    return query
+        return self._portal.run(
+            self._client.pin_message(
+                conversation_id, seq=seq, pinned=pinned, expected_version=expected_version
+            )
+        )
