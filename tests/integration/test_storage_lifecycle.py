@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from sqlalchemy import make_url
 
 from hosting import migrate
 from hosting.engines import make_sync_engine
@@ -74,7 +75,7 @@ def test_a_script_that_raises_with_a_storage_open_exits_at_once(database_url: st
 
 
 async def test_a_database_never_migrated_is_refused_by_name(empty_database_url: str) -> None:
-    name = libpq_url(empty_database_url).rsplit("/", 1)[1]
+    name = make_url(empty_database_url).database  # the embedded server's URL has a ?host=
     with pytest.raises(SchemaNotMigrated) as refused:
         await PostgresStorage.connect(empty_database_url)
     message = str(refused.value)
