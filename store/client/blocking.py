@@ -149,6 +149,9 @@ class _ThreadedStream(httpx.AsyncByteStream):
         self._response = response
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._response.is_stream_consumed:  # an answer made whole (a stub transport's)
+            yield self._response.content
+            return
         # The raw bytes, as they came: the async response decodes them by
         # the same headers.
         chunks = iter(self._response.iter_raw())
