@@ -11,6 +11,10 @@ from collections.abc import Callable
 
 
 class CuttingProxy:
+    """Listens on a loopback port; forwards to `host:port`, or, when `host`
+    is a folder (a server reached by its Unix socket, as the embedded one
+    is), to the socket `host/.s.PGSQL.<port>` there."""
+
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.cut_when: Callable[[bytes], bool] | None = None  # armed while set
@@ -46,7 +50,11 @@ class CuttingProxy:
         self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
     ) -> None:
         try:
-            server_r, server_w = await asyncio.open_connection(*self.target)
+            host, port = self.target
+            if host.startswith("/"):
+                server_r, server_w = await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
+            else:
+                server_r, server_w = await asyncio.open_connection(host, port)
         except OSError:
             client_w.close()
             return

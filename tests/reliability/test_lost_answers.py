@@ -8,6 +8,7 @@ and the retry is answered with what the first attempt stored."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -65,23 +66,33 @@ async def wired(database_url: str, settings: Settings) -> AsyncIterator[dict[str
     """The service over PostgreSQL reached through a proxy, served behind
     another proxy: {client_proxy, database_proxy, base_url, key, storage}."""
     url = make_url(database_url)
-    database_proxy = CuttingProxy(url.host or "127.0.0.1", url.port or 5432)
-    proxied = url.set(host="127.0.0.1", port=await database_proxy.start())
-    storage = await PostgresStorage.connect(
-        proxied.render_as_string(hide_password=False), options=settings.connection_options()
-    )
-    keys = MemoryKeys()
-    key = keys.create("acme", "tests")
-    app = create_app(
-        settings,
-        services=Services(storage=storage, tenant_for_key=keys.tenant_for_key, limits=Limits()),
-    )
-    served = Served(app)
-    await served.start()
-    client_proxy = CuttingProxy("127.0.0.1", served.port)
-    port = await client_proxy.start()
-    direct = await PostgresStorage.connect(database_url, options=settings.connection_options())
-    try:
+    # The embedded server is reached by its socket folder (`?host=/…`).
+    socket_folder = url.query.get("host")
+    host = socket_folder if isinstance(socket_folder, str) else url.host or "127.0.0.1"
+    async with contextlib.AsyncExitStack() as stack:  # whatever was opened is closed
+        database_proxy = CuttingProxy(host, url.port or 5432)
+        stack.push_async_callback(database_proxy.close)
+        proxied = url.difference_update_query(["host"]).set(
+            host="127.0.0.1", port=await database_proxy.start()
+        )
+        storage = await PostgresStorage.connect(
+            proxied.render_as_string(hide_password=False), options=settings.connection_options()
+        )
+        stack.push_async_callback(storage.close)
+        keys = MemoryKeys()
+        key = keys.create("acme", "tests")
+        app = create_app(
+            settings,
+            services=Services(storage=storage, tenant_for_key=keys.tenant_for_key, limits=Limits()),
+        )
+        served = Served(app)
+        await served.start()
+        stack.push_async_callback(served.stop)
+        client_proxy = CuttingProxy("127.0.0.1", served.port)
+        stack.push_async_callback(client_proxy.close)
+        port = await client_proxy.start()
+        direct = await PostgresStorage.connect(database_url, options=settings.connection_options())
+        stack.push_async_callback(direct.close)
         yield {
             "client_proxy": client_proxy,
             "database_proxy": database_proxy,
@@ -89,12 +100,6 @@ async def wired(database_url: str, settings: Settings) -> AsyncIterator[dict[str
             "key": key,
             "direct": Repository(direct, tenant="acme"),
         }
-    finally:
-        await client_proxy.close()
-        await served.stop()
-        await storage.close()
-        await direct.close()
-        await database_proxy.close()
 
 
 async def _stored_once(repository: Repository, cid: str) -> None:
