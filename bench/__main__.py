@@ -29,7 +29,24 @@ BENCHMARKS = (
 )
 
 
+# Named only (their own virtualenv, or a soak rather than a benchmark).
+ON_REQUEST = ("peers", "frameworks", "reliability")
+USAGE = (
+    "usage: python -m bench [NAME ...]\n"
+    f"  every benchmark by default: {', '.join(BENCHMARKS)}\n"
+    f"  named only: {', '.join(ON_REQUEST)}\n"
+    "  CONVO_BENCH_QUICK=1: fewer repeats, results in bench/results/quick/"
+)
+
+
 def main(names: list[str]) -> None:
+    if any(name.startswith("-") for name in names):
+        print(USAGE)
+        raise SystemExit(0 if set(names) <= {"-h", "--help"} else 2)
+    unknown = [n for n in names if n not in (*BENCHMARKS, *ON_REQUEST, "summary")]
+    if unknown:
+        print(f"no benchmark named {', '.join(unknown)}\n{USAGE}", file=sys.stderr)
+        raise SystemExit(2)
     for name in names or BENCHMARKS:
         if name == "summary":
             continue
