@@ -196,11 +196,10 @@ def _recorder(saver: Any) -> Any:
 
 @pytest.mark.slow
 async def test_eight_concurrent_writers_lose_nothing(repository: Repository) -> None:
-    """Every message a run hands the saver is in the thread's final state,
-    once, each writer's in its order. (Rarely, LangGraph's own loop never
-    writes a run's input when that run read another run's checkpoint while
-    it was being written: such a message never reaches the saver; seen in a
-    few of thousands of runs, docs/adapters.md.)"""
+    """Every message the saver stored is in the thread's final state, once,
+    each writer's in its order. Not yet that every run's input is: a run
+    whose input checkpoint another run superseded can lose its input (the
+    known limit in docs/adapters.md), so a few may be missing."""
     graph = _recorder(ConvoSaver(repository))
     config = {"configurable": {"thread_id": "busy"}}
     per_writer = 6
