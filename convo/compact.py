@@ -188,9 +188,9 @@ def register(app: typer.Typer) -> None:
             settings = load_settings()
             writer = _summarizer(summarizer, settings)
             with open_database(settings) as database:
-                from convo.database import _migrate
+                from hosting.migrate import upgrade_database
 
-                _migrate(database.url, settings)
+                upgrade_database(database.url, settings)
                 report = asyncio.run(
                     _run(
                         database.url,

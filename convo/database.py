@@ -28,17 +28,6 @@ console = Console(stderr=True)
 DEVELOPMENT_KEY_NAME = "development (convo serve)"
 
 
-def _migrate(url: str, settings: Settings) -> None:
-    from hosting import migrate
-    from hosting.engines import make_sync_engine
-
-    engine = make_sync_engine(url, settings)
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
-
-
 def _check_schema(url: str, settings: Settings) -> None:
     """SchemaNotMigrated unless the database is migrated (one query)."""
     from hosting.bootstrap import open_storage
@@ -62,12 +51,13 @@ def register(app: typer.Typer) -> None:
     def migrate() -> None:
         """Upgrade the database schema to the latest revision (alembic)."""
         from hosting.database import open_database
+        from hosting.migrate import upgrade_database
 
         with database_errors("migrate"):
             settings = load_settings()
             with open_database(settings, create=True) as database:
                 _say_if_created(database)
-                _migrate(database.url, settings)
+                upgrade_database(database.url, settings)
         console.print(f"[green]migrated[/green] {database.where}")
 
     @app.command()
@@ -104,6 +94,7 @@ def register(app: typer.Typer) -> None:
             )
             raise typer.Exit(1) from None
         from hosting.database import open_database
+        from hosting.migrate import upgrade_database
 
         with database_errors("serve"):
             settings = load_settings()
@@ -113,7 +104,7 @@ def register(app: typer.Typer) -> None:
                 logging.config.dictConfig(logging_config(settings))
                 log = logging.getLogger("convo.server")
                 if migrate:
-                    _migrate(database.url, settings)
+                    upgrade_database(database.url, settings)
                 else:
                     # Refused here in one line, not by the app's start-up.
                     _check_schema(database.url, settings)
@@ -149,12 +140,13 @@ def register(app: typer.Typer) -> None:
                 " pip install 'convo-store[server]'",
             ) from None
         from hosting.database import open_database
+        from hosting.migrate import upgrade_database
 
         with database_errors("demo"):
             settings = load_settings()
             with open_database(settings, create=True) as database:
                 _say_if_created(database)
-                _migrate(database.url, settings)
+                upgrade_database(database.url, settings)
                 asyncio.run(run_demo(database.url, settings, where=database.where))
 
 
@@ -206,6 +198,7 @@ def register_rebuild(app: typer.Typer) -> None:
 
         from hosting.bootstrap import open_storage
         from hosting.database import open_database
+        from hosting.migrate import upgrade_database
         from store.repository.rebuild import rebuild as rebuild_projections
 
         problem = None if conversation is None else key_problem(conversation)
@@ -246,5 +239,5 @@ def register_rebuild(app: typer.Typer) -> None:
         with database_errors("rebuild"):
             settings = load_settings()
             with open_database(settings) as database:
-                _migrate(database.url, settings)
+                upgrade_database(database.url, settings)
                 asyncio.run(run(database.url, settings))

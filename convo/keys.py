@@ -35,9 +35,9 @@ keys_app = typer.Typer(
 def _run(command: str, action: Callable[[AsyncEngine], Awaitable[T]]) -> T:
     """Open the database (embedded when no DATABASE_URL), migrate, run
     `action(engine)`; a database problem is one line and exit code 1."""
-    from convo.database import _migrate
     from hosting.database import open_database
     from hosting.engines import make_async_engine
+    from hosting.migrate import upgrade_database
 
     async def run(url: str, settings: Settings) -> T:
         engine = make_async_engine(url, settings, pool_size=1, max_overflow=0)
@@ -49,7 +49,7 @@ def _run(command: str, action: Callable[[AsyncEngine], Awaitable[T]]) -> T:
     with database_errors(f"keys {command}"):
         settings = load_settings()
         with open_database(settings) as database:
-            _migrate(database.url, settings)
+            upgrade_database(database.url, settings)
             return asyncio.run(run(database.url, settings))
 
 

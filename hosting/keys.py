@@ -177,17 +177,21 @@ def check_expiry(expires_at: datetime | None) -> None:
         raise ValueError(f"an API key's expiry must be in the future, not {expires_at.isoformat()}")
 
 
+# What a listing shows of a key (`ApiKey`): never its hash.
+LISTED = (
+    api_keys.c.id,
+    api_keys.c.tenant,
+    api_keys.c.name,
+    api_keys.c.key_start,
+    api_keys.c.created_at,
+    api_keys.c.revoked_at,
+    api_keys.c.expires_at,
+)
+
+
 async def list_keys(engine: AsyncEngine, tenant: str | None = None) -> list[ApiKey]:
     """Every key (revoked ones too), oldest first; only `tenant`'s if given."""
-    query = select(
-        api_keys.c.id,
-        api_keys.c.tenant,
-        api_keys.c.name,
-        api_keys.c.key_start,
-        api_keys.c.created_at,
-        api_keys.c.revoked_at,
-        api_keys.c.expires_at,
-    ).order_by(api_keys.c.created_at, api_keys.c.id)
+    query = select(*LISTED).order_by(api_keys.c.created_at, api_keys.c.id)
     if tenant is not None:
         query = query.where(api_keys.c.tenant == tenant)
     async with engine.connect() as conn:
@@ -254,14 +258,7 @@ async def find_key(engine: AsyncEngine, given: str) -> ApiKey:
     so a start shared with revoked keys still names the live one.
     KeyNotFound, AmbiguousKey, or ValueError for what names no key at all."""
     condition = key_filter(given)
-    query = select(
-        api_keys.c.id,
-        api_keys.c.tenant,
-        api_keys.c.name,
-        api_keys.c.key_start,
-        api_keys.c.created_at,
-        api_keys.c.revoked_at,
-    ).where(condition)
+    query = select(*LISTED).where(condition)
     async with engine.connect() as conn:
         found = [ApiKey.model_validate(row._asdict()) for row in await conn.execute(query)]
     live = [key for key in found if key.active]

@@ -24,25 +24,15 @@ from contextlib import ExitStack, asynccontextmanager
 
 from hosting.bootstrap import open_storage
 from hosting.database import Database, open_database
+from hosting.migrate import upgrade_database
 from hosting.settings import Settings
 from store.postgres import PostgresStorage
-
-
-def _migrate(url: str, settings: Settings) -> None:
-    from hosting import migrate
-    from hosting.engines import make_sync_engine
-
-    engine = make_sync_engine(url, settings)
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
 
 
 def _opened(stack: ExitStack, settings: Settings, migrate: bool) -> Database:
     database = stack.enter_context(open_database(settings, create=True))
     if migrate:
-        _migrate(database.url, settings)
+        upgrade_database(database.url, settings)
     return database
 
 

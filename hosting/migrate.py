@@ -26,6 +26,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
 import migrations
+from hosting.engines import make_sync_engine
+from hosting.settings import Settings
 
 SCRIPT_LOCATION = Path(migrations.__file__).parent
 
@@ -74,6 +76,15 @@ def upgrade(
     engine: Engine, revision: str = "head", *, lock_wait_s: float = MIGRATION_LOCK_WAIT_S
 ) -> None:
     _with_connection(engine, "upgrade", revision, lock_wait_s)
+
+
+def upgrade_database(url: str, settings: Settings) -> None:
+    """`upgrade` to head of the database at `url`, on an engine of its own."""
+    engine = make_sync_engine(url, settings)
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()
 
 
 def downgrade(engine: Engine, revision: str, *, lock_wait_s: float = MIGRATION_LOCK_WAIT_S) -> None:

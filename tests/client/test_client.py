@@ -30,19 +30,8 @@ from store.domain.feed import FeedEvent, parse_checkpoint
 from store.domain.search import search_query
 from store.repository import ConversationRepository, Repository
 from store.repository.port import Storage
+from tests.api.conftest import TOOL_TURN
 from tests.client.serving import BASE_URL, serving
-
-TOOL_TURN: list[dict[str, Any]] = [
-    {"role": "system", "content": "You are terse."},
-    {"role": "user", "content": "list the files"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [{"id": "call_1", "name": "ls", "arguments": {"path": "."}}],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "a.txt b.txt"},
-    {"role": "assistant", "content": "a.txt and b.txt"},
-]
 
 
 async def _feed_of(repository: Repository, count: int) -> list[FeedEvent]:
