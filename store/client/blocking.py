@@ -17,13 +17,48 @@ sharing the client.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def runs(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Any, P], T]:
+    """The blocking twin of an `AsyncConvoClient` method: the same
+    parameters (typed from the async method, so the two cannot drift), run
+    on the blocking client's portal. The blocking client holds the async
+    one as `_client` and its portal as `_portal`."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def blocking(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = self._portal.run(getattr(self._client, name)(*args, **kwargs))
+        return result
+
+    return blocking
+
+
+def iterates(
+    method: Callable[Concatenate[Any, P], AsyncIterator[T]],
+) -> Callable[Concatenate[Any, P], Generator[T, None, None]]:
+    """The blocking twin of an `AsyncConvoClient` iterator (pages, the
+    export, the SSE tail): each item fetched on the portal. The generator
+    holds the blocking client, so `ConvoClient(url).iter_messages(...)` is
+    not closed under its own loop while it is read."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def blocking(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> Generator[T, None, None]:
+        yield from self._portal.iterate(getattr(self._client, name)(*args, **kwargs))
+
+    return blocking
 
 
 class Portal:

@@ -10,23 +10,22 @@ one implementation of each request, its retries and its errors.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from typing import Any, Literal, Self, TypeVar
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import Self, TypeVar
 
 import httpx
-from pydantic import BaseModel
 
 from store.client.asynchronous import AsyncConvoClient
-from store.client.blocking import Portal, async_sleep, sending_through, threaded
+from store.client.blocking import (
+    Portal,
+    async_sleep,
+    iterates,
+    runs,
+    sending_through,
+    threaded,
+)
 from store.client.retrying import RetryPolicy
-from store.client.wire import DEFAULT_TIMEOUT, PAGE, Assembled, Call
-from store.domain.conversation_keys import ConversationRef
-from store.domain.feed import FeedEvent, FeedPage
-from store.domain.listing import MessagePage, WindowSlice
-from store.domain.messages import MAIN_AGENT, Role, StoredMessage
-from store.domain.records import FeedPosition
-from store.domain.search import SearchHit, SearchPage, SearchQuery
-from store.domain.values import Scope, ToolBlock
+from store.client.wire import DEFAULT_TIMEOUT, Call
 
 T = TypeVar("T")
 
@@ -100,234 +99,29 @@ class BlockingReads:
         # would otherwise be closed under its own loop.
         yield from self._portal.iterate(items)
 
-    # --- reads ------------------------------------------------------------------------
+    # --- reads: each the async client's method of the same name, blocking ---------------
 
-    def visible_window(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        batch: int | None = None,
-        agent_id: str | None = None,
-    ) -> list[StoredMessage]:
-        """The whole window, read a page at a time."""
-        return self._portal.run(
-            self._client.visible_window(conversation_id, batch=batch, agent_id=agent_id)
-        )
-
-    def read_window(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        batch: int | None = None,
-        agent_id: str | None = None,
-        cursor: str | None = None,
-        limit: int = PAGE,
-    ) -> WindowSlice:
-        return self._portal.run(
-            self._client.read_window(
-                conversation_id, batch=batch, agent_id=agent_id, cursor=cursor, limit=limit
-            )
-        )
-
-    def read_messages(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        after_seq: int | None = None,
-        before_seq: int | None = None,
-        limit: int = 100,
-        order: Literal["asc", "desc"] = "asc",
-        role: Role | None = None,
-        agent_id: str | None = None,
-        kind: str | None = None,
-        scope: Scope = "history",
-    ) -> list[StoredMessage]:
-        return self._portal.run(
-            self._client.read_messages(
-                conversation_id,
-                after_seq=after_seq,
-                before_seq=before_seq,
-                limit=limit,
-                order=order,
-                role=role,
-                agent_id=agent_id,
-                kind=kind,
-                scope=scope,
-            )
-        )
-
-    def page_messages(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        after_seq: int | None = None,
-        before_seq: int | None = None,
-        limit: int = 100,
-        order: Literal["asc", "desc"] = "asc",
-        role: Role | None = None,
-        agent_id: str | None = None,
-        kind: str | None = None,
-        scope: Scope = "history",
-    ) -> MessagePage:
-        return self._portal.run(
-            self._client.page_messages(
-                conversation_id,
-                after_seq=after_seq,
-                before_seq=before_seq,
-                limit=limit,
-                order=order,
-                role=role,
-                agent_id=agent_id,
-                kind=kind,
-                scope=scope,
-            )
-        )
-
-    def iter_messages(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        order: Literal["asc", "desc"] = "asc",
-        role: Role | None = None,
-        agent_id: str | None = None,
-        kind: str | None = None,
-        scope: Scope = "history",
-        page_size: int = PAGE,
-    ) -> Iterator[StoredMessage]:
-        """Every message (of `role`, `agent_id`, `kind`), oldest or newest
-        first, read a page at a time."""
-        return self._iterate(
-            self._client.iter_messages(
-                conversation_id,
-                order=order,
-                role=role,
-                agent_id=agent_id,
-                kind=kind,
-                scope=scope,
-                page_size=page_size,
-            )
-        )
-
-    def recent_by_role(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        role: Role,
-        n: int,
-        *,
-        scope: Scope = "visible",
-        agent_id: str | None = None,
-    ) -> list[StoredMessage]:
-        return self._portal.run(
-            self._client.recent_by_role(
-                conversation_id, role=role, n=n, scope=scope, agent_id=agent_id
-            )
-        )
-
-    def role_range(
-        self, conversation_id: ConversationRef, /, role: Role, first: int, last: int
-    ) -> list[StoredMessage]:
-        return self._portal.run(
-            self._client.role_range(conversation_id, role=role, first=first, last=last)
-        )
-
-    def count_by_role(
-        self, conversation_id: ConversationRef, /, *, scope: Scope = "visible"
-    ) -> dict[Role, int]:
-        return self._portal.run(self._client.count_by_role(conversation_id, scope=scope))
-
-    def tool_blocks(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        pending_only: bool = False,
-        agent_id: str | None = None,
-    ) -> list[ToolBlock]:
-        return self._portal.run(
-            self._client.tool_blocks(conversation_id, pending_only=pending_only, agent_id=agent_id)
-        )
-
-    def search_messages(self, query: SearchQuery) -> SearchPage:
-        return self._portal.run(self._client.search_messages(query=query))
-
-    def iter_search(self, query: SearchQuery) -> Iterator[SearchHit]:
-        """Every hit of `query`, newest first, page after page."""
-        return self._iterate(self._client.iter_search(query=query))
-
-    def assemble(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        agent_id: str = MAIN_AGENT,
-        format: str = "openai-chat",
-        options: dict[str, Any] | BaseModel | None = None,
-    ) -> Assembled:
-        return self._portal.run(
-            self._client.assemble(
-                conversation_id, agent_id=agent_id, format=format, options=options
-            )
-        )
-
-    def export(
-        self, conversation_id: ConversationRef, /, *, events: bool = False
-    ) -> Generator[dict[str, Any], None, None]:
-        """The conversation as the service exports it, one JSON object per
-        line (docs/export-and-feed.md): a typed message per line, or with `events`
-        the raw event log. Streamed: a long conversation is never held whole."""
-        return self._iterate(self._client.export(conversation_id, events=events))
+    visible_window = runs(AsyncConvoClient.visible_window)
+    read_window = runs(AsyncConvoClient.read_window)
+    read_messages = runs(AsyncConvoClient.read_messages)
+    page_messages = runs(AsyncConvoClient.page_messages)
+    iter_messages = iterates(AsyncConvoClient.iter_messages)
+    recent_by_role = runs(AsyncConvoClient.recent_by_role)
+    role_range = runs(AsyncConvoClient.role_range)
+    count_by_role = runs(AsyncConvoClient.count_by_role)
+    tool_blocks = runs(AsyncConvoClient.tool_blocks)
+    search_messages = runs(AsyncConvoClient.search_messages)
+    iter_search = iterates(AsyncConvoClient.iter_search)
+    assemble = runs(AsyncConvoClient.assemble)
+    export = iterates(AsyncConvoClient.export)
 
     # --- the feed ---------------------------------------------------------------------
 
-    def read_events(self, *, after: FeedPosition | None = None, limit: int = 100) -> FeedPage:
-        return self._portal.run(self._client.read_events(after=after, limit=limit))
-
-    def iter_events(
-        self, *, after: FeedPosition | None = None, page_size: int = PAGE
-    ) -> Iterator[FeedEvent]:
-        """The tenant's events after `after` (None: from the start) up to the
-        feed's current end, page after page (`tail` waits for more)."""
-        return self._iterate(self._client.iter_events(after=after, page_size=page_size))
-
-    def conversation_events(
-        self, conversation_id: ConversationRef, /, *, from_version: int = 1, limit: int = 100
-    ) -> list[FeedEvent]:
-        return self._portal.run(
-            self._client.conversation_events(
-                conversation_id, from_version=from_version, limit=limit
-            )
-        )
-
-    def iter_conversation_events(
-        self, conversation_id: ConversationRef, /, *, from_version: int = 1, page_size: int = PAGE
-    ) -> Iterator[FeedEvent]:
-        """The conversation's events from `from_version` on, page after page."""
-        return self._iterate(
-            self._client.iter_conversation_events(
-                conversation_id, from_version=from_version, page_size=page_size
-            )
-        )
-
-    def tail(
-        self,
-        after: FeedPosition | str | None = None,
-        *,
-        heartbeat: float | None = None,
-    ) -> Generator[FeedEvent, None, None]:
-        """The tenant's events as they commit (Server-Sent Events), forever.
-
-        `after`: a checkpoint to start after (None: from now on). A stream
-        that breaks is opened again after the last event or heartbeat seen
-        (`Last-Event-ID`), so no event is skipped or repeated; the breaks
-        in a row are retried as `retry` says. Close it (`close()`) to close
-        the stream at once."""
-        return self._iterate(self._client.tail(after=after, heartbeat=heartbeat))
+    read_events = runs(AsyncConvoClient.read_events)
+    iter_events = iterates(AsyncConvoClient.iter_events)
+    conversation_events = runs(AsyncConvoClient.conversation_events)
+    iter_conversation_events = iterates(AsyncConvoClient.iter_conversation_events)
+    tail = iterates(AsyncConvoClient.tail)
 
 
 def _close(portal: Portal, client: AsyncConvoClient, *, sending_through: bool) -> None:
