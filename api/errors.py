@@ -64,23 +64,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.logging import describe_error
 from api.problems import Problem, ProblemResponse, field_problems, problem_response
-from store.domain.errors import (
-    BoundaryError,
-    ConcurrencyConflict,
-    ConfigurationError,
-    ConversationBusy,
-    ConversationDeleted,
-    ConversationExists,
-    ConversationIsArchived,
-    ConversationNotFound,
-    ConvoStoreError,
-    IdempotencyConflict,
-    InvalidMessage,
-    InvalidOperation,
-    StorageError,
-    StorageFailure,
-    StorageUnavailable,
-)
+from store.domain import errors
 from store.postgres.driver_errors import translate
 
 _log = logging.getLogger("convo.http")
@@ -111,21 +95,21 @@ class BodyTooLarge(HTTPException):
 
 
 # First match wins: subclasses before their bases.
-STATUS_OF: tuple[tuple[type[ConvoStoreError], int], ...] = (
-    (ConversationExists, 409),
-    (ConcurrencyConflict, 409),
-    (IdempotencyConflict, 409),
-    (ConversationBusy, 409),
-    (ConversationNotFound, 404),
-    (ConversationDeleted, 410),
-    (ConversationIsArchived, 409),
-    (InvalidMessage, 422),
-    (BoundaryError, 422),
-    (InvalidOperation, 422),
-    (ConfigurationError, 422),
-    (StorageUnavailable, 503),
-    (StorageError, 500),
-    (StorageFailure, 500),
+STATUS_OF: tuple[tuple[type[errors.ConvoStoreError], int], ...] = (
+    (errors.ConversationExists, 409),
+    (errors.ConcurrencyConflict, 409),
+    (errors.IdempotencyConflict, 409),
+    (errors.ConversationBusy, 409),
+    (errors.ConversationNotFound, 404),
+    (errors.ConversationDeleted, 410),
+    (errors.ConversationIsArchived, 409),
+    (errors.InvalidMessage, 422),
+    (errors.BoundaryError, 422),
+    (errors.InvalidOperation, 422),
+    (errors.ConfigurationError, 422),
+    (errors.StorageUnavailable, 503),
+    (errors.StorageError, 500),
+    (errors.StorageFailure, 500),
 )
 # A store error not listed above (e.g. the assembler's InvalidPayload) is a
 # request the store refused to carry out: 422, with its message.
@@ -158,7 +142,7 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def status_of(error: ConvoStoreError) -> int:
+def status_of(error: errors.ConvoStoreError) -> int:
     for kind, status in STATUS_OF:
         if isinstance(error, kind):
             return status
@@ -170,28 +154,28 @@ def retry_after_seconds(seconds: float) -> int:
     return max(0, math.ceil(seconds))
 
 
-def store_error_response(error: ConvoStoreError) -> ProblemResponse:
+def store_error_response(error: errors.ConvoStoreError) -> ProblemResponse:
     status = status_of(error)
     message = str(error)
     extra: dict[str, Any] = {}
     headers: dict[str, str] | None = None
-    if isinstance(error, ConcurrencyConflict):
+    if isinstance(error, errors.ConcurrencyConflict):
         expected = error.expected
         if expected is not None:
             extra["expected"] = expected if isinstance(expected, int) else str(expected)
         extra["actual"] = error.actual
-    if isinstance(error, StorageFailure):
+    if isinstance(error, errors.StorageFailure):
         if error.retry_after is not None:
             seconds = retry_after_seconds(error.retry_after)
             extra["retry_after"] = seconds
             headers = {"Retry-After": str(seconds)}
-        if status >= 500 and not isinstance(error, StorageUnavailable):
+        if status >= 500 and not isinstance(error, errors.StorageUnavailable):
             # The driver's class and SQLSTATE are for the log, not the client.
             message = STORAGE_ERROR_MESSAGE
     return problem_response(status, type(error).__name__, message, headers=headers, **extra)
 
 
-def _count(request: Request, error: ConvoStoreError) -> None:
+def _count(request: Request, error: errors.ConvoStoreError) -> None:
     """A storage failure, counted in the app's metrics (`api.metrics`)."""
     metrics = getattr(request.app.state, "metrics", None)
     if metrics is not None:
@@ -199,7 +183,7 @@ def _count(request: Request, error: ConvoStoreError) -> None:
 
 
 async def _store_error(request: Request, error: Exception) -> ProblemResponse:
-    assert isinstance(error, ConvoStoreError)
+    assert isinstance(error, errors.ConvoStoreError)
     _count(request, error)
     return store_error_response(error)
 
@@ -308,7 +292,7 @@ class CatchAll:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(ConvoStoreError, _store_error)
+    app.add_exception_handler(errors.ConvoStoreError, _store_error)
     # Translated here, not left to the catch-all, so a database that is down
     # is a 503 (and its message, which can quote stored values, is not logged).
     for driver_error in (psycopg.Error, sa_exc.DBAPIError, sa_exc.TimeoutError):

@@ -19,22 +19,7 @@ from api.logging import request_id
 from api.middleware import RequestContext
 from api.problems import TITLES, field_problems, pointer, problem_response
 from store.assembler import InvalidPayload
-from store.domain.errors import (
-    BoundaryError,
-    ConcurrencyConflict,
-    ConfigurationError,
-    ConversationBusy,
-    ConversationDeleted,
-    ConversationExists,
-    ConversationNotFound,
-    ConvoStoreError,
-    IdempotencyConflict,
-    InvalidMessage,
-    InvalidOperation,
-    StorageError,
-    StorageFailure,
-    StorageUnavailable,
-)
+from store.domain import errors
 from tests.api.conftest import BASE_URL, brief
 
 CID = uuid.UUID(int=1)
@@ -43,23 +28,23 @@ CID = uuid.UUID(int=1)
 @pytest.mark.parametrize(
     ("error", "status"),
     [
-        (ConcurrencyConflict(CID, 1, 2), 409),
-        (ConversationExists("user-123"), 409),
-        (IdempotencyConflict("k"), 409),
-        (ConversationNotFound(CID), 404),
-        (ConversationDeleted(CID), 410),
-        (InvalidMessage("bad"), 422),
-        (InvalidOperation("no"), 422),
-        (BoundaryError("split"), 422),
-        (ConfigurationError("no role"), 422),
+        (errors.ConcurrencyConflict(CID, 1, 2), 409),
+        (errors.ConversationExists("user-123"), 409),
+        (errors.IdempotencyConflict("k"), 409),
+        (errors.ConversationNotFound(CID), 404),
+        (errors.ConversationDeleted(CID), 410),
+        (errors.InvalidMessage("bad"), 422),
+        (errors.InvalidOperation("no"), 422),
+        (errors.BoundaryError("split"), 422),
+        (errors.ConfigurationError("no role"), 422),
         (InvalidPayload("anthropic", []), 422),
-        (ConversationBusy(CID), 409),
-        (StorageUnavailable(), 503),
-        (StorageError(sqlstate="42P01", error_class="UndefinedTable"), 500),
-        (StorageFailure("some other storage failure"), 500),
+        (errors.ConversationBusy(CID), 409),
+        (errors.StorageUnavailable(), 503),
+        (errors.StorageError(sqlstate="42P01", error_class="UndefinedTable"), 500),
+        (errors.StorageFailure("some other storage failure"), 500),
     ],
 )
-def test_status_of(error: ConvoStoreError, status: int) -> None:
+def test_status_of(error: errors.ConvoStoreError, status: int) -> None:
     assert status_of(error) == status
 
 
@@ -102,12 +87,12 @@ def test_an_http_error_without_a_title_of_its_own_has_the_status_phrase() -> Non
 
 
 def test_every_error_class_has_a_title() -> None:
-    def subclasses(kind: type[ConvoStoreError]) -> list[type[ConvoStoreError]]:
+    def subclasses(kind: type[errors.ConvoStoreError]) -> list[type[errors.ConvoStoreError]]:
         return [kind, *(s for sub in kind.__subclasses__() for s in subclasses(sub))]
 
     import store.assembler  # noqa: F401 - its errors are subclasses too
 
-    missing = {k.__name__ for k in subclasses(ConvoStoreError)} - set(TITLES)
+    missing = {k.__name__ for k in subclasses(errors.ConvoStoreError)} - set(TITLES)
     assert not missing
 
 
@@ -156,7 +141,7 @@ async def _get(error: BaseException) -> httpx.Response:
 
 
 async def test_a_busy_conversation_is_a_409_with_retry_after() -> None:
-    response = await _get(ConversationBusy(CID))
+    response = await _get(errors.ConversationBusy(CID))
     assert response.status_code == 409
     assert response.headers["Retry-After"] == "1"
     error = response.json()
@@ -166,13 +151,13 @@ async def test_a_busy_conversation_is_a_409_with_retry_after() -> None:
 
 
 async def test_retry_after_is_whole_seconds_rounded_up() -> None:
-    response = await _get(ConversationBusy(CID, retry_after=2.2))
+    response = await _get(errors.ConversationBusy(CID, retry_after=2.2))
     assert response.headers["Retry-After"] == "3"
     assert response.json()["retry_after"] == 3
 
 
 async def test_an_unavailable_database_is_a_503_with_retry_after() -> None:
-    response = await _get(StorageUnavailable("no free database connection", retry_after=5))
+    response = await _get(errors.StorageUnavailable("no free database connection", retry_after=5))
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "5"
     error = response.json()
@@ -181,14 +166,14 @@ async def test_an_unavailable_database_is_a_503_with_retry_after() -> None:
 
 
 async def test_a_storage_error_is_a_500_without_internals() -> None:
-    response = await _get(StorageError(sqlstate="42P01", error_class="UndefinedTable"))
+    response = await _get(errors.StorageError(sqlstate="42P01", error_class="UndefinedTable"))
     assert response.status_code == 500
     assert "Retry-After" not in response.headers
     assert brief(response) == {"type": "StorageError", "detail": STORAGE_ERROR_MESSAGE}
 
 
 async def test_a_lost_race_names_no_versions() -> None:
-    response = await _get(ConcurrencyConflict.lost_race(CID))
+    response = await _get(errors.ConcurrencyConflict.lost_race(CID))
     assert response.status_code == 409
     error = response.json()
     assert error["type"] == "ConcurrencyConflict"
