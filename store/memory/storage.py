@@ -57,12 +57,12 @@ from store.memory.tables import (
 from store.memory.write_session import MemoryRebuildSession, MemoryWriteSession
 from store.repository import DEFAULT_TENANT, Repository
 from store.repository.port import (
-    NO_LOOKUPS,
+    PLAIN_WRITE,
     CandidateCursor,
     CandidateQuery,
     CompactionCandidate,
-    Lookups,
     StreamRow,
+    WriteOptions,
 )
 
 __all__ = ["InMemoryRepository", "MemoryStorage"]
@@ -92,7 +92,7 @@ class MemoryStorage(MemoryReads):
         self._stale_heads = 0
 
     def report_stale_heads(self, n: int) -> None:
-        """Make the next `n` optimistic writes (`writing(..., optimistic=True)`)
+        """Make the next `n` optimistic writes (`writing` with `WriteOptions(optimistic=True)`)
         find the row they were decided on moved on, as PostgreSQL's do when
         another process wrote the conversation between: each writes nothing
         and raises `StaleHead`, so the repository decides again under the
@@ -112,24 +112,19 @@ class MemoryStorage(MemoryReads):
 
     @asynccontextmanager
     async def writing(
-        self,
-        conversation_id: uuid.UUID,
-        tenant: str,
-        *,
-        create: str | None = None,
-        lookups: Lookups = NO_LOOKUPS,
-        optimistic: bool = False,
+        self, conversation_id: uuid.UUID, tenant: str, options: WriteOptions = PLAIN_WRITE
     ) -> AsyncIterator[MemoryWriteSession]:
         # Nothing to gain from optimism in memory: the row is always read,
         # but a stale head can be asked for (`report_stale_heads`).
-        stale = optimistic and create is None and self._stale_heads > 0
+        stale = options.optimistic and options.create is None and self._stale_heads > 0
         if stale:
             self._stale_heads -= 1
         async with self._locks[conversation_id]:
             now = datetime.now(UTC)
             row = self._tables.streams.get(conversation_id)
-            if row is None and create is not None:
-                row = StreamRecord(tenant=tenant, key=create, created_at=now, updated_at=now)
+            if row is None and options.create is not None:
+                key = options.create
+                row = StreamRecord(tenant=tenant, key=key, created_at=now, updated_at=now)
             stream = (
                 None
                 if row is None

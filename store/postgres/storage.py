@@ -57,7 +57,7 @@ from store.postgres.schema_revision import check_schema
 from store.postgres.search import MessageSearch
 from store.postgres.usage import TenantUsage
 from store.postgres.write_session import WriteSession
-from store.repository.port import NO_LOOKUPS, Lookups, StaleHead
+from store.repository.port import PLAIN_WRITE, StaleHead, WriteOptions
 
 # The session `writing` yields under the lock, by the name tests that hold
 # a write open before its commit know it by.
@@ -206,22 +206,16 @@ class PostgresStorage(
 
     @asynccontextmanager
     async def writing(
-        self,
-        conversation_id: uuid.UUID,
-        tenant: str,
-        *,
-        create: str | None = None,
-        lookups: Lookups = NO_LOOKUPS,
-        optimistic: bool = False,
+        self, conversation_id: uuid.UUID, tenant: str, options: WriteOptions = PLAIN_WRITE
     ) -> AsyncIterator[WriteSession | OptimisticSession]:
         remembered = self._remembered.take(conversation_id)
         session: WriteSession | OptimisticSession | None = None
         with errors_translated(conversation_id):
             if (
-                optimistic
-                and create is None
+                options.optimistic
+                and options.create is None
                 and remembered is not None
-                and remembered.answers(tenant, lookups)
+                and remembered.answers(tenant, options.lookups)
             ):
                 # One statement, sent by its write (with whatever other
                 # conversations' appends wait then), or nothing at all.
@@ -243,7 +237,7 @@ class PostgresStorage(
                     conn.pipeline() as pipeline,
                 ):
                     session = WriteSession(conn, pipeline, conversation_id)
-                    await session.open(tenant, create, lookups)
+                    await session.open(tenant, options.create, options.lookups)
                     yield session
                     # Sent with the write's statements: leaving the
                     # pipeline syncs once and raises what failed.

@@ -72,6 +72,23 @@ NO_LOOKUPS = Lookups()
 
 
 @dataclass(frozen=True, kw_only=True)
+class WriteOptions:
+    """How a write opens its transaction (`Storage.writing`).
+
+    `create`: the conversation's id as its creator chose it, to create it
+    (at version 0) if missing. `lookups`: what the write will ask for under
+    the lock. `optimistic`: the write only appends messages and, on
+    `StaleHead`, is decided again without optimism."""
+
+    create: str | None = None
+    lookups: Lookups = NO_LOOKUPS
+    optimistic: bool = False
+
+
+PLAIN_WRITE = WriteOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
 class StoredRequest:
     """What an idempotency key wrote: the hash of the request, its events."""
 
@@ -169,7 +186,7 @@ class Write:
 
 
 class StaleHead(Exception):
-    """An optimistic write (`Storage.writing(..., optimistic=True)`) wrote
+    """An optimistic write (`Storage.writing` with `WriteOptions(optimistic=True)`) wrote
     nothing: the stream row its storage remembered was no longer the
     conversation's, or the memory could not answer what the decision asked.
     The caller decides again in a write that reads the row under its lock."""
@@ -328,13 +345,7 @@ class CompactionCandidate:
 class Storage(Protocol):
     # --- writes ------------------------------------------------------------
     def writing(
-        self,
-        conversation_id: uuid.UUID,
-        tenant: str,
-        *,
-        create: str | None = None,
-        lookups: Lookups = NO_LOOKUPS,
-        optimistic: bool = False,
+        self, conversation_id: uuid.UUID, tenant: str, options: WriteOptions = PLAIN_WRITE
     ) -> AbstractAsyncContextManager[WriteSession]:
         """A write transaction on the conversation's locked stream row;
         with `create` (the conversation's id as its creator chose it), a

@@ -40,6 +40,7 @@ from store.repository.port import (
     StoredRequest,
     StreamRow,
     Write,
+    WriteOptions,
     WriteSession,
 )
 
@@ -158,9 +159,8 @@ class WritePath(RepositoryPart):
         key and request hash to remember with the events.
         """
         ref = conversation_id if named is None else named
-        async with self.storage.writing(
-            conversation_id, self.tenant, create=create, lookups=lookups, optimistic=optimistic
-        ) as session:
+        options = WriteOptions(create=create, lookups=lookups, optimistic=optimistic)
+        async with self.storage.writing(conversation_id, self.tenant, options) as session:
             stream = self._writable(ref, session.stream, archived_too=archived_too)
             if replay is not None:
                 # A retry is answered before the expected version is checked:

@@ -19,6 +19,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -31,12 +32,10 @@ from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
 from store.postgres.storage import _WriteSession
 from store.repository import DEFAULT_TENANT, Appended, Repository
-from store.repository.port import Lookups
+from store.repository.port import PLAIN_WRITE, WriteOptions
 from tests.integration.conftest import read_feed_until, settled_head, texts, user
 
 pytestmark = pytest.mark.slow
-
-NO_LOOKUPS = Lookups()
 
 
 class HoldingStorage(PostgresStorage):
@@ -51,18 +50,12 @@ class HoldingStorage(PostgresStorage):
 
     @asynccontextmanager
     async def writing(
-        self,
-        conversation_id: uuid.UUID,
-        tenant: str,
-        *,
-        create: str | None = None,
-        lookups: Lookups = NO_LOOKUPS,
-        optimistic: bool = False,
+        self, conversation_id: uuid.UUID, tenant: str, options: WriteOptions = PLAIN_WRITE
     ) -> AsyncIterator[_WriteSession]:
         # Never optimistic: the hold goes between the write and its commit,
         # which an optimistic append sends in one round trip.
         async with super().writing(
-            conversation_id, tenant, create=create, lookups=lookups
+            conversation_id, tenant, replace(options, optimistic=False)
         ) as session:
             assert isinstance(session, _WriteSession)
             yield session
