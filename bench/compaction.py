@@ -28,14 +28,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.harness import (
-    median_ms,
-    open_repository,
-    quick_mode,
-    raw_sync_connection,
-    run_and_record,
-    time_interleaved,
-)
+from bench import harness
 from bench.report import comparison, print_comparisons
 from hosting.settings import Settings
 from store.compaction import CompactionJob, CompactionPolicy
@@ -43,7 +36,7 @@ from store.domain.messages import Message, ToolCall
 from store.postgres import search_indexes
 from store.repository import Repository
 
-QUICK = quick_mode()
+QUICK = harness.quick_mode()
 CONVERSATIONS = 100 if QUICK else 1_000
 MESSAGES = 500 if QUICK else 2_000
 APPEND = 100
@@ -91,11 +84,11 @@ async def _load(repository: Repository, count: int, session: list[Message]) -> l
 
 
 async def run(url: str, settings: Settings) -> dict[str, Any]:
-    with raw_sync_connection(url, settings) as conn:
+    with harness.raw_sync_connection(url, settings) as conn:
         conn.autocommit = True
         search_indexes.disable(conn, "text")
     session = _session(MESSAGES)
-    async with open_repository(url, settings, pool_size=2 * CONCURRENCY + LOADERS) as base:
+    async with harness.open_repository(url, settings, pool_size=2 * CONCURRENCY + LOADERS) as base:
         repository = base.for_tenant("bench")
         started = time.perf_counter()
         made = await _load(repository, CONVERSATIONS, session)
@@ -123,13 +116,13 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         for fmt in FORMATS:
             actions[f"compacted_{fmt}"] = _assemble(repository, compacted, fmt)
             actions[f"uncompacted_{fmt}"] = _assemble(untouched, twin, fmt)
-        samples = await time_interleaved(actions, REPEATS, warmup=2, collect=True)
+        samples = await harness.time_interleaved(actions, REPEATS, warmup=2, collect=True)
         # The same calls back to back, without a collection before each: the
         # collection leaves an idle gap of tens of milliseconds, after which
         # the next round trips are slow on this VM (docs/bench-methods.md), a
         # fixed cost that weighs on the small compacted build most. For
         # information.
-        warm = await time_interleaved(actions, REPEATS, warmup=2)
+        warm = await harness.time_interleaved(actions, REPEATS, warmup=2)
     statuses = {s: report.count(s) for s in {r.status for r in report.results}}
     return {
         "conversations": CONVERSATIONS,
@@ -148,8 +141,8 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         "rerun_s": again_s,
         "rerun_results": len(again.results),
         "window_after": window_after,
-        "median_ms": {name: median_ms(s) for name, s in samples.items()},
-        "back_to_back_median_ms": {name: median_ms(s) for name, s in warm.items()},
+        "median_ms": {name: harness.median_ms(s) for name, s in samples.items()},
+        "back_to_back_median_ms": {name: harness.median_ms(s) for name, s in warm.items()},
     }
 
 
@@ -194,7 +187,7 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    figures = run_and_record("compaction", run, comparisons, notes=__doc__ or "")
+    figures = harness.run_and_record("compaction", run, comparisons, notes=__doc__ or "")
     print(
         f"compacted {figures['run_statuses']} of {figures['conversations']} conversations of "
         f"{figures['messages_each']} messages in {figures['run_s']:.1f}s "

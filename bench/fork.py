@@ -24,22 +24,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from bench.harness import (
-    median_ms,
-    open_repository,
-    quick_mode,
-    raw_async_connection,
-    run_and_record,
-    time_each,
-    time_interleaved,
-    vacuum,
-)
+from bench import harness
 from bench.report import comparison, print_table
 from hosting.settings import Settings
 from store.domain.conversation_keys import stream_id
 from store.domain.messages import Message, ToolCall
 
-QUICK = quick_mode()
+QUICK = harness.quick_mode()
 SIZE = 10_000 if QUICK else 100_000
 CHUNK = 1_000
 REPEATS = 2 if QUICK else 3
@@ -68,27 +59,27 @@ def _messages(rng: random.Random, start: int, count: int) -> list[Message]:
 
 async def run(url: str, settings: Settings) -> dict[str, Any]:
     rng = random.Random(42)
-    async with open_repository(url, settings, pool_size=4) as repository:
+    async with harness.open_repository(url, settings, pool_size=4) as repository:
         parent = (await repository.create_conversation()).id
         for start in range(0, SIZE, CHUNK):
             await repository.append_messages(parent, _messages(rng, start, CHUNK))
-        vacuum(url, settings)
+        harness.vacuum(url, settings)
 
         forks: list[str] = []
 
         async def fork(_: int) -> None:
             forks.append((await repository.fork(parent)).id)
 
-        fork_s = await time_each(fork, REPEATS)
-        vacuum(url, settings)
-        conn = await raw_async_connection(url, settings)
+        fork_s = await harness.time_each(fork, REPEATS)
+        harness.vacuum(url, settings)
+        conn = await harness.raw_async_connection(url, settings)
         try:
 
             async def raw_copy(_: int) -> None:
                 await conn.execute(RAW_COPY, (stream_id(repository.tenant, parent),))
                 await conn.rollback()
 
-            raw_s = await time_each(raw_copy, REPEATS)
+            raw_s = await harness.time_each(raw_copy, REPEATS)
         finally:
             await conn.close()
 
@@ -98,15 +89,15 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         async def assemble_fork(_: int) -> None:
             await repository.assemble(forks[0])
 
-        payload = await time_interleaved(
+        payload = await harness.time_interleaved(
             {"parent": assemble_parent, "fork": assemble_fork}, PAYLOAD_REPEATS, 1, collect=True
         )
     figures = {
         "size": SIZE,
-        "fork_ms": median_ms(fork_s),
-        "raw_event_copy_ms": median_ms(raw_s),
-        "assemble_parent_ms": median_ms(payload["parent"]),
-        "assemble_fork_ms": median_ms(payload["fork"]),
+        "fork_ms": harness.median_ms(fork_s),
+        "raw_event_copy_ms": harness.median_ms(raw_s),
+        "assemble_parent_ms": harness.median_ms(payload["parent"]),
+        "assemble_fork_ms": harness.median_ms(payload["fork"]),
     }
     print_table(
         f"fork of a {SIZE:,}-message conversation",
@@ -139,7 +130,7 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    run_and_record("fork", run, comparisons, notes=__doc__ or "")
+    harness.run_and_record("fork", run, comparisons, notes=__doc__ or "")
 
 
 if __name__ == "__main__":

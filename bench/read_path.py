@@ -46,25 +46,14 @@ from typing import Any
 
 import psycopg
 
-from bench.harness import (
-    SEQUENTIAL_POOL,
-    median_ms,
-    open_repository,
-    profile_calls,
-    quick_mode,
-    raw_async_connection,
-    raw_sync_connection,
-    run_and_show,
-    time_interleaved,
-    vacuum,
-)
+from bench import harness
 from bench.report import Compared, compared, comparison
 from bench.workload import RAW_TABLE, Script, as_json, as_messages, raw_table_ddl
 from hosting.settings import Settings
 from store.domain.context import AgentProfile
 from store.repository import Repository
 
-QUICK = quick_mode()
+QUICK = harness.quick_mode()
 WINDOW_SIZE = 5_000  # the goals' sizes, in both modes
 HISTORY_SIZE = 20_000
 CHUNK = 100
@@ -154,20 +143,20 @@ def payload(
 
 
 async def run(url: str, settings: Settings) -> dict[str, Any]:
-    with raw_sync_connection(url, settings) as admin:
+    with harness.raw_sync_connection(url, settings) as admin:
         for statement in raw_table_ddl(conversation_index=True):
             admin.execute(statement)
         admin.commit()
-    conn = await raw_async_connection(url, settings)
+    conn = await harness.raw_async_connection(url, settings)
     await conn.set_autocommit(True)
     try:
-        async with open_repository(
-            url, settings, pool_size=SEQUENTIAL_POOL, min_size=1
+        async with harness.open_repository(
+            url, settings, pool_size=harness.SEQUENTIAL_POOL, min_size=1
         ) as repository:
             print(f"loading {WINDOW_SIZE:,} + {HISTORY_SIZE:,} messages ...", flush=True)
             small = await load(repository, conn, WINDOW_SIZE, seed=5)
             large = await load(repository, conn, HISTORY_SIZE, seed=6)
-            vacuum(url, settings)
+            harness.vacuum(url, settings)
             return await measure(repository, conn, small, large)
     finally:
         await conn.close()
@@ -207,7 +196,9 @@ async def measure(
         ),
         "raw_select_all": counted(returned, "raw_select_all", raw_all),
     }
-    window = await time_interleaved(window_actions, WINDOW_REPEATS, WINDOW_WARMUP, collect=True)
+    window = await harness.time_interleaved(
+        window_actions, WINDOW_REPEATS, WINDOW_WARMUP, collect=True
+    )
 
     print("last 50 at 20k ...", flush=True)
     read_messages = getattr(repository, "read_messages", None)
@@ -224,14 +215,14 @@ async def measure(
         lambda: repository.recent_by_role(large_id, "user", LAST_N, scope="history"),
     )
     last_actions["raw_select_last_50"] = counted(returned, "raw_select_last_50", raw_last)
-    last = await time_interleaved(last_actions, LAST_REPEATS, LAST_WARMUP)
+    last = await harness.time_interleaved(last_actions, LAST_REPEATS, LAST_WARMUP)
 
     print("profile ...", flush=True)
 
     async def build(_: int) -> None:
         await repository.assemble(small_id, format="openai-chat")
 
-    cumulative, own = await profile_calls(build, PROFILE_CALLS)
+    cumulative, own = await harness.profile_calls(build, PROFILE_CALLS)
 
     def strip(load: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in load.items() if k != "conversation_id"}
@@ -250,7 +241,7 @@ async def measure(
             "messages": WINDOW_SIZE,
             "repeats": WINDOW_REPEATS,
             "warmup": WINDOW_WARMUP,
-            "median_ms": {name: median_ms(s) for name, s in window.items()},
+            "median_ms": {name: harness.median_ms(s) for name, s in window.items()},
         },
         "last_50_at_20k": {
             "history": HISTORY_SIZE,
@@ -259,7 +250,7 @@ async def measure(
             "read_messages_available": read_messages is not None,
             "median_ms": {
                 "read_messages_desc_50": None,
-                **{name: median_ms(s) for name, s in last.items()},
+                **{name: harness.median_ms(s) for name, s in last.items()},
             },
         },
         "items_returned": returned,
@@ -341,7 +332,7 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    figures = run_and_show(
+    figures = harness.run_and_show(
         "read_path", run, comparisons, title="read path vs raw psycopg", notes=__doc__ or ""
     )
     print("items returned per call:", figures["items_returned"])
