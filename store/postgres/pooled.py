@@ -22,7 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import orjson
 import psycopg
@@ -34,10 +34,11 @@ from psycopg_pool import AsyncConnectionPool
 from store.postgres.driver_errors import translate
 from store.postgres.urls import libpq_url
 
-if TYPE_CHECKING:
-    from store.postgres.replicas import Reader, ReplicaSet
-
 T = TypeVar("T")
+
+# Whose read it is: an agent's must see the writes it may know of, an
+# analyst's may be a moment old (`replicas`).
+Reader = Literal["agent", "analyst"]
 
 Row = tuple[Any, ...]
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
@@ -197,6 +198,17 @@ async def by_hand(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
             raise
 
 
+class ReadRouter(Protocol):
+    """What chooses the server of each read (`replicas.ReplicaSet`)."""
+
+    async def read(
+        self,
+        reader: Reader,
+        conversation_id: uuid.UUID | None,
+        read: Callable[[Pool], Awaitable[T]],
+    ) -> T: ...
+
+
 class Pooled:
     """What the storage's operations share, whatever their concern: the
     pool, and a connection of it outside any conversation with errors
@@ -204,7 +216,7 @@ class Pooled:
     the standbys reads may go to, if any (`replicas`)."""
 
     pool: Pool
-    replicas: ReplicaSet | None = None
+    replicas: ReadRouter | None = None
 
     async def _routed(
         self,

@@ -32,8 +32,8 @@ from store.domain.messages import ROLES, Role, StoredMessage
 from store.domain.values import Batch, Conversation, ToolBlock
 from store.postgres import history_sql, window_sql
 from store.postgres.feed import feed_event
-from store.postgres.pooled import Pool, Pooled, Row, errors_translated, pooled
-from store.postgres.replicas import AGENT, ANALYST, Reader
+from store.postgres.pooled import Pool, Pooled, Reader, Row, errors_translated, pooled
+from store.postgres.replicas import AGENT, ANALYST
 from store.postgres.shared_sql import (
     CONVERSATION,
     MESSAGE_COLUMNS,

@@ -53,12 +53,11 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from store.domain.errors import ConversationNotFound
-from store.postgres.pooled import Pool, pooled
+from store.postgres.pooled import Pool, Reader, pooled
 from store.postgres.urls import libpq_url
 
 T = TypeVar("T")
 
-Reader = Literal["agent", "analyst"]
 AGENT: Reader = "agent"
 ANALYST: Reader = "analyst"
 # Why a standby was not used: it does not answer, it is not a standby (any

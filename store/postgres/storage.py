@@ -97,6 +97,8 @@ class PostgresStorage(
     closed when its event loop shuts down (`_close_at_loop_shutdown`).
     """
 
+    replicas: ReplicaSet | None
+
     def __init__(
         self, pool: Pool, *, writers: int = WRITERS, replicas: ReplicaSet | None = None
     ) -> None:
