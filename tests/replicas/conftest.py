@@ -16,7 +16,6 @@ import pytest
 from api.metrics import Metrics
 from bench.standby import StandbyPair, standby_pair, why_not_available
 from hosting import migrate
-from hosting.engines import make_sync_engine
 from hosting.settings import Settings
 from store.postgres import PostgresStorage
 
@@ -24,14 +23,7 @@ Route = tuple[str, bool]
 
 
 def migrated(settings: Settings) -> Callable[[str], None]:
-    def upgrade(url: str) -> None:
-        engine = make_sync_engine(url, settings)
-        try:
-            migrate.upgrade(engine)
-        finally:
-            engine.dispose()
-
-    return upgrade
+    return lambda url: migrate.upgrade_database(url, settings)
 
 
 @pytest.fixture(scope="module")
