@@ -170,9 +170,16 @@ async def test_the_pool_settings_reach_the_storages_pool(monkeypatch: pytest.Mon
         return object()
 
     monkeypatch.setattr(PostgresStorage, "connect", connect)
-    settings = Settings(database_url=None, pool_size=7, pool_wait_s=1.5)
+    settings = Settings(
+        database_url=None,
+        pool_size=7,
+        pool_wait_s=1.5,
+        replica_urls=("postgresql://u@r/db",),
+        replica_max_lag_ms=300,
+    )
     await open_storage("postgresql://u@h/db", settings)
     assert (seen["max_size"], seen["timeout"]) == (7, 1.5)
+    assert (seen["replicas"], seen["max_replica_lag_ms"]) == (("postgresql://u@r/db",), 300)
 
 
 def test_the_summarizer_settings_come_from_the_environment_and_hide_the_key(
