@@ -200,21 +200,8 @@ def test_replica_urls_are_read_comma_separated(monkeypatch: pytest.MonkeyPatch) 
     assert "b:5433" in shown
 
 
-@pytest.mark.parametrize(
-    ("variable", "value"),
-    [
-        ("CONVO_REPLICA_URLS", "mysql://u@a/db"),
-        ("CONVO_REPLICA_URLS", "postgresql://u@a/db,postgresql://u@a/db"),
-        ("CONVO_REPLICA_URLS", ",".join(f"postgresql://u@h{n}/db" for n in range(17))),
-        ("CONVO_REPLICA_URLS", "postgresql://u@a/db?sslmode=maybe&=x"),
-        ("CONVO_REPLICA_MAX_LAG_MS", "0"),
-        ("CONVO_REPLICA_MAX_LAG_MS", "soon"),
-    ],
-)
-def test_bad_replica_settings_are_refused_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
-) -> None:
-    monkeypatch.setenv(variable, value)
-    with pytest.raises(SettingsError, match=variable) as refused:
+def test_a_refused_replica_url_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVO_REPLICA_URLS", "mysql://u:secret@a/db")
+    with pytest.raises(SettingsError, match="CONVO_REPLICA_URLS") as refused:
         Settings.from_env()
-    assert "u@" not in str(refused.value)  # a URL may carry a password: never echoed
+    assert "secret" not in str(refused.value)  # a URL may carry a password

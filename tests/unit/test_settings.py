@@ -68,6 +68,12 @@ def test_append_statements_in_flight_come_from_the_environment(
         ("CONVO_WRITE_STATEMENTS", "0"),
         ("CONVO_WRITE_STATEMENTS", "17"),
         ("CONVO_WRITE_STATEMENTS", "two"),
+        ("CONVO_REPLICA_URLS", "mysql://u@a/db"),
+        ("CONVO_REPLICA_URLS", "postgresql://u@a/db,postgresql://u@a/db"),
+        ("CONVO_REPLICA_URLS", ",".join(f"postgresql://u@h{n}/db" for n in range(17))),
+        ("CONVO_REPLICA_URLS", "postgresql://u@a/db?sslmode=maybe&=x"),
+        ("CONVO_REPLICA_MAX_LAG_MS", "0"),
+        ("CONVO_REPLICA_MAX_LAG_MS", "soon"),
     ],
 )
 def test_a_bad_value_names_its_variable(
