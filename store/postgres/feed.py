@@ -30,6 +30,7 @@ log across conversations.
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime
 
@@ -207,4 +208,7 @@ class FeedReads(Pooled):
 
     async def wait_for_feed(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
         # Woken by LISTEN/NOTIFY, sent off the append's path (`feed_signal`).
+        started = time.monotonic()
         await self._feed_signal.wait(timeout)
+        if self.replicas is not None:  # the next page is read on a standby: once it has them
+            await self.replicas.caught_up(max(0.0, timeout - (time.monotonic() - started)))

@@ -208,6 +208,8 @@ class ReadRouter(Protocol):
         read: Callable[[Pool], Awaitable[T]],
     ) -> T: ...
 
+    async def caught_up(self, timeout: float) -> None: ...  # noqa: ASYNC109 - a wait
+
 
 class Pooled:
     """What the storage's operations share, whatever their concern: the

@@ -53,7 +53,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from store.domain.errors import ConversationNotFound
-from store.postgres.pooled import Pool, Reader, pooled
+from store.postgres.pooled import Pool, Reader, open_pool, pooled
 from store.postgres.urls import libpq_url
 
 T = TypeVar("T")
@@ -282,6 +282,22 @@ class ReplicaSet:
         self._routed(reader, False)
         return await read(self.primary)
 
+    async def caught_up(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
+        """Return once every standby analysts may read has replayed what the
+        primary has written by now, or after at most `timeout` seconds: a
+        tail woken by the primary's signal then finds the new events on the
+        standby it reads (`FeedReads.wait_for_feed`)."""
+        deadline = time.monotonic() + timeout
+        answer = await _answer(self.primary, PRIMARY_LSN)
+        if answer is None:
+            return  # the tail's next read says what the primary's trouble is
+        target = answer[0]
+        while time.monotonic() < deadline:
+            readable = [r for r in self.replicas if r.unusable(self.max_lag_s) is None]
+            if all(r.replayed >= target for r in readable):
+                return
+            await asyncio.sleep(min(self.poll_s / 2, max(0.0, deadline - time.monotonic())))
+
     def _routed(self, reader: Reader, replica: bool) -> None:
         if self.on_route is not None:
             self.on_route(reader, replica)
@@ -322,34 +338,32 @@ class ReplicaSet:
             await self.poll()
 
     async def poll(self) -> None:
-        """Ask the primary where its WAL ends, then each standby how far it
-        has replayed (in that order: a standby is never found ahead of a
-        sample taken after it answered)."""
-        try:
-            async with asyncio.timeout(POLL_TIMEOUT_S):
-                lsn = await _one(self.primary, PRIMARY_LSN)
-            self._wal.add(time.monotonic(), lsn, self._keep_s)
-        except (psycopg.Error, TimeoutError):
-            pass  # the primary's own troubles show on its reads
-        await asyncio.gather(*(self._look_at(replica) for replica in self.replicas))
+        """Ask the primary where its WAL ends and each standby how far it
+        has replayed, all at once. The times compared are when the
+        questions were sent, not when the answers were read: a process
+        whose event loop is busy (an export decoding its pages) would
+        otherwise count its own delay as the standbys' lag."""
+        asked = time.monotonic()
+        primary, *standbys = await asyncio.gather(
+            _answer(self.primary, PRIMARY_LSN),
+            *(_answer(replica.pool, STANDBY_STATE) for replica in self.replicas),
+        )
+        if primary is not None:  # the primary's own troubles show on its reads
+            self._wal.add(asked, primary[0], self._keep_s)
+        for replica, state in zip(self.replicas, standbys, strict=True):
+            self._look_at(replica, state, asked)
 
-    async def _look_at(self, replica: Replica) -> None:
-        try:
-            async with asyncio.timeout(POLL_TIMEOUT_S):
-                async with pooled(replica.pool) as conn:
-                    cursor = await conn.execute(STANDBY_STATE)
-                    row = await cursor.fetchone()
-        except (psycopg.Error, TimeoutError):
+    def _look_at(self, replica: Replica, state: tuple[Any, ...] | None, asked: float) -> None:
+        if state is None:
             replica.answered = False
             replica.lag_s = None
             return
-        assert row is not None
         replica.answered = True
-        replica.standby, replayed = bool(row[0]), row[1]
+        replica.standby, replayed = bool(state[0]), state[1]
         # As answered, not the most ever seen: a standby restarted between
         # two looks may start again from an earlier position.
         replica.replayed = 0 if replayed is None else int(replayed)
-        replica.lag_s = self._wal.lag(replica.replayed, time.monotonic(), self._keep_s)
+        replica.lag_s = self._wal.lag(replica.replayed, asked, self._keep_s)
         if replica.skipped is not None and replica.unusable(self.max_lag_s) is None:
             replica.skipped = None
             _log.info("replica %s is used again (%.3f s behind)", replica.name, replica.lag_s)
@@ -368,6 +382,43 @@ class ReplicaSet:
         ]
 
 
+async def open_replica_set(
+    primary: Pool,
+    urls: Sequence[str],
+    *,
+    options: str,
+    max_size: int,
+    max_lag_ms: int,
+    on_skip: SkipListener | None = None,
+    on_route: RouteListener | None = None,
+) -> ReplicaSet:
+    """A pool per standby (not waited for: one that is down is used once
+    it answers), looked at once. Each pool holds up to `max_size`
+    connections; a read waits `REPLICA_POOL_WAIT_S` for one, then goes to
+    the primary."""
+    replicas: list[Replica] = []
+    try:
+        for url in urls:
+            pool = await open_pool(
+                url,
+                options=options,
+                min_size=1,
+                max_size=max_size,
+                timeout=REPLICA_POOL_WAIT_S,
+                wait=False,
+            )
+            replicas.append(Replica(name=server_name(url), pool=pool))
+        replica_set = ReplicaSet(
+            primary, replicas, max_lag_ms=max_lag_ms, on_skip=on_skip, on_route=on_route
+        )
+        await replica_set.start()
+    except BaseException:
+        for replica in replicas:
+            await replica.pool.close(timeout=1.0)
+        raise
+    return replica_set
+
+
 def _connection_lost(error: BaseException) -> bool:
     """A connection's failure (none, or no SQLSTATE, or class 08, or the
     server shutting down), rather than the statement's."""
@@ -377,9 +428,13 @@ def _connection_lost(error: BaseException) -> bool:
     return state is None or state.startswith(("08", "57P"))
 
 
-async def _one(pool: Pool, statement: str) -> Any:
-    async with pooled(pool) as conn:
-        cursor = await conn.execute(statement)
-        row = await cursor.fetchone()
-    assert row is not None
-    return row[0]
+async def _answer(pool: Pool, statement: str) -> tuple[Any, ...] | None:
+    """The statement's one row, or None when the server does not answer
+    within `POLL_TIMEOUT_S` (or fails)."""
+    try:
+        async with asyncio.timeout(POLL_TIMEOUT_S):
+            async with pooled(pool) as conn:
+                cursor = await conn.execute(statement)
+                return await cursor.fetchone()
+    except (psycopg.Error, TimeoutError):
+        return None

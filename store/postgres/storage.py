@@ -55,12 +55,10 @@ from store.postgres.reads import ConversationReads
 from store.postgres.rebuild import Rebuilding
 from store.postgres.replicas import (
     COMMIT_LSN,
-    REPLICA_POOL_WAIT_S,
-    Replica,
     ReplicaSet,
     RouteListener,
     SkipListener,
-    server_name,
+    open_replica_set,
 )
 from store.postgres.schema_revision import check_schema
 from store.postgres.search import MessageSearch
@@ -154,31 +152,22 @@ class PostgresStorage(
                 url, options=options, min_size=min_size, max_size=max_size, timeout=timeout
             )
             replica_set = None
-            if replicas:
-                replica_set = ReplicaSet(
-                    pool,
-                    [
-                        Replica(
-                            name=server_name(replica),
-                            pool=await open_pool(
-                                replica,
-                                options=options,
-                                min_size=min_size,
-                                max_size=max_size,
-                                timeout=min(timeout, REPLICA_POOL_WAIT_S),
-                                wait=False,
-                            ),
-                        )
-                        for replica in replicas
-                    ],
-                    max_lag_ms=max_replica_lag_ms,
-                    on_skip=on_replica_skip,
-                    on_route=on_read_routed,
-                )
+            try:
+                if replicas:
+                    replica_set = await open_replica_set(
+                        pool,
+                        replicas,
+                        options=options,
+                        max_size=max_size,
+                        max_lag_ms=max_replica_lag_ms,
+                        on_skip=on_replica_skip,
+                        on_route=on_read_routed,
+                    )
+            except BaseException:
+                await pool.close()
+                raise
             storage = cls(pool, writers=writers, replicas=replica_set)
             try:
-                if replica_set is not None:
-                    await replica_set.start()
                 if check_schema:
                     await check_schema_of(storage)
             except BaseException:

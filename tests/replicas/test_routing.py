@@ -180,3 +180,30 @@ async def test_reads_keep_succeeding_when_the_standby_stops_mid_load(pair: Stand
                 break
             assert time.monotonic() < deadline, "the standby was never used again"
             await asyncio.sleep(0.1)
+
+
+async def test_a_tail_on_the_standby_gets_new_events_without_waiting_for_a_heartbeat(
+    pair: StandbyPair,
+) -> None:
+    async with watched(pair) as seen:
+        repo = Repository(seen.storage, tenant=f"t-{uuid.uuid4().hex[:8]}")
+        cid = (await repo.create_conversation("tailed")).id
+        await _replayed(pair)
+        await seen.storage.replicas.poll()  # type: ignore[union-attr]
+        head = await repo.feed_head()
+        pages = repo.tail(head, heartbeat=60)
+
+        async def first_events() -> list[str]:
+            async for page in pages:
+                if page.events:
+                    return [e.type for e in page.events]
+            return []  # pragma: no cover - the tail never ends
+
+        waiting = asyncio.create_task(first_events())
+        await asyncio.sleep(0.3)  # the tail has read the feed to its end and waits
+        await repo.append_messages(cid, [_user("news")])
+        # Woken by the primary's signal, it reads once the standby has the event:
+        # long before the heartbeat.
+        assert await asyncio.wait_for(waiting, timeout=20) == ["message_appended"]
+        await pages.aclose()  # type: ignore[attr-defined]
+        assert ("analyst", True) in seen.routes
