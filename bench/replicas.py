@@ -15,7 +15,8 @@ it runs by name only: `python -m bench replicas`.
   work does not share this process's event loop), each looping over a
   search (`mode=text`), the export of a conversation (its events, pages of
   1,000) and a page of 1,000 of the tenant feed from its start.
-- Phases, PHASE_S seconds each, taking turns ROUNDS times: the agents
+- Phases, PHASE_S seconds each, taking turns ROUNDS times (each round
+  starting with the next phase): the agents
   alone; with the analysts on a storage that reads from the standby; with
   the analysts on a storage without replicas (everything on the primary);
   and the agents alone through a storage with no replica configured (no
@@ -154,8 +155,10 @@ async def _run(primary: str, standby: str) -> dict[str, Any]:
         ids = await _seed(with_replica)
         await _agents(with_replica, ids, 1.0)  # warm both paths' prepared statements
         await _agents(without, ids, 1.0)
-        for _ in range(ROUNDS):
-            for phase in PHASES:
+        for round_ in range(ROUNDS):
+            # Each round starts with another phase: what the machine does
+            # meanwhile weighs on every phase alike.
+            for phase in PHASES[round_ % len(PHASES) :] + PHASES[: round_ % len(PHASES)]:
                 child = None
                 if phase == "analysts_on_replica":
                     child = _start_analysts(primary, standby, PHASE_S + 0.5)

@@ -19,7 +19,9 @@ keeps a pool per standby beside the primary's, and every read goes through
 Whatever a standby does, the read succeeds: one that is down, not a
 standby any more (promoted), or too far behind is skipped (counted by the
 `on_skip` callback, one log line when it starts being skipped and one when
-it is back), and a read that fails on it is read again on the primary.
+it is back), and a read that fails on it is read again on the primary. So
+is one a standby answers with `ConversationNotFound`: it may only be a
+conversation the standby has not replayed yet.
 
 How far behind a standby is, without asking the primary on every read: a
 task (`_watch`) asks each standby every `POLL_S` how far it has replayed,
@@ -27,8 +29,9 @@ and the primary where its WAL ends, remembering the primary's answers of
 the last seconds. A standby is as far behind as the time since the primary
 first wrote past what the standby has replayed. That counts a standby cut
 off from its primary (whose own figures look caught up) and one whose
-replay is paused. Replayed positions only grow, so one measured a moment
-ago is a safe lower bound for routing an agent's read.
+replay is paused. A standby's replayed position only grows while it runs
+(a restart breaks its connections, and those reads go to the primary), so
+one measured a moment ago is a safe lower bound for routing an agent's read.
 
 The write path pays no round trip for this: the commit's LSN is read by a
 statement sent after `COMMIT` in the same pipeline (`COMMIT_LSN`), and only
@@ -420,8 +423,8 @@ async def open_replica_set(
 
 
 def _connection_lost(error: BaseException) -> bool:
-    """A connection's failure (none, or no SQLSTATE, or class 08, or the
-    server shutting down), rather than the statement's."""
+    """Whether the connection failed (no SQLSTATE, class 08, or the server
+    shutting down) rather than the statement: the standby counts as down."""
     if not isinstance(error, psycopg.OperationalError):
         return False
     state = error.sqlstate
