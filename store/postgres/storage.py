@@ -15,7 +15,8 @@ that also holds its SQL (or beside one that does):
 - compaction candidates and claims: `candidates`;
 - what a tenant holds, for its caps: `usage`;
 - the pool, its connections, errors translated: `pooled`, `driver_errors`;
-- writers of one conversation kept to a share of the pool: `conversation_gate`.
+- writers of one conversation kept to a share of the pool: `conversation_gate`;
+- which server answers each read, the primary or a streaming standby: `replicas`.
 
 Why mixins rather than a facade that forwards each call to an object per
 concern: every operation is written once, where its statements are, with
