@@ -34,6 +34,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import Response
 
+from api.consistency import CONSISTENCY_HEADER, ReadConsistency
 from api.deps import Services, ServicesDep
 from api.docs import install_docs
 from api.errors import CONVERSATION_ERRORS, install_error_handlers
@@ -78,7 +79,14 @@ TAGS = [
 
 # gzip level: close to the default's ratio on JSON, at a fraction of level 9's time.
 GZIP_LEVEL = 5
-CORS_HEADERS = ["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key", REQUEST_ID_HEADER]
+CORS_HEADERS = [
+    "Authorization",
+    "X-API-Key",
+    "Content-Type",
+    "Idempotency-Key",
+    REQUEST_ID_HEADER,
+    CONSISTENCY_HEADER,
+]
 
 
 def create_app(
@@ -93,7 +101,12 @@ def create_app(
             yield
             return
         assert database_url is not None, "create_app needs database_url or services"
-        storage = await open_storage(database_url, settings)
+        storage = await open_storage(
+            database_url,
+            settings,
+            on_replica_skip=metrics.replica_skipped,
+            on_read_routed=metrics.read_routed,
+        )
         for warning in await storage.server_warnings():
             _log.warning(warning)
         try:
@@ -143,6 +156,7 @@ def create_app(
     )
     app.state.quotas = quotas if quotas.enabled else None
     # Added innermost first: RequestContext ends up outermost.
+    app.add_middleware(ReadConsistency)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
     install_error_handlers(app)  # and CatchAll, around RequestLimits
     app.add_exception_handler(RateLimited, _refused)
@@ -156,7 +170,7 @@ def create_app(
             allow_origins=list(settings.cors_origins),
             allow_methods=["*"],
             allow_headers=CORS_HEADERS,
-            expose_headers=[REQUEST_ID_HEADER, "Retry-After"],
+            expose_headers=[REQUEST_ID_HEADER, "Retry-After", CONSISTENCY_HEADER],
         )
     app.add_middleware(RequestContext, metrics=metrics)
     install_routes(app)
@@ -196,6 +210,7 @@ def create_app(
         current: Services | None = getattr(app.state, "services", None)
         if current is not None:
             metrics.observe_pool(current.storage)
+            metrics.observe_replicas(current.storage)
             # A scrape while the database is down still answers, without it.
             with contextlib.suppress(StorageFailure):
                 metrics.observe_feed_lag(await current.storage.feed_lag())

@@ -16,6 +16,14 @@
                                                                  tenant's cap (conversations,
                                                                  stored_bytes)
     convo_feed_lag_seconds                                       gauge: the feed horizon's age
+    convo_replica_skipped_total{replica, reason}                 counter: reads a standby could not
+                                                                 take (down, not_standby, lagging,
+                                                                 failed): the primary answered
+    convo_reads_routed_total{reader, server}                     counter: reads by reader (agent,
+                                                                 analyst) and server (primary,
+                                                                 replica), with replicas configured
+    convo_replica_lag_seconds{replica}                           gauge: how far each standby is
+                                                                 behind (-1: it does not answer)
     convo_pool_{max,size,in_use,available,requests_waiting}      gauges: the PostgreSQL pools
     convo_pool_{requests_num,requests_errors,connections_errors,connections_lost}_total
                                                                  counters (psycopg_pool's)
@@ -166,6 +174,25 @@ class Metrics:
             multiprocess_mode="mostrecent",
             registry=r,
         )
+        self.replica_skips = Counter(
+            "convo_replica_skipped",
+            "Reads a standby could not take, by standby and reason: the primary answered.",
+            ["replica", "reason"],
+            registry=r,
+        )
+        self.reads_routed = Counter(
+            "convo_reads_routed",
+            "Reads by reader (agent, analyst) and the server that answered (primary, replica).",
+            ["reader", "server"],
+            registry=r,
+        )
+        self.replica_lag = Gauge(
+            "convo_replica_lag_seconds",
+            "How far each standby is behind the primary (-1: it does not answer).",
+            ["replica"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
         self.pool_gauges = {
             key: Gauge(
                 "convo_" + (key if key.startswith("pool_") else f"pool_{key}"),
@@ -231,6 +258,21 @@ class Metrics:
         for key, counter in self.pool_counters.items():
             if stats.get(key):
                 counter.inc(stats[key])
+
+    def replica_skipped(self, replica: str, reason: str) -> None:
+        self.replica_skips.labels(replica, reason).inc()
+
+    def read_routed(self, reader: str, on_replica: bool) -> None:
+        self.reads_routed.labels(reader, "replica" if on_replica else "primary").inc()
+
+    def observe_replicas(self, storage: object) -> None:
+        """Each standby's lag as the storage last measured it (none: nothing)."""
+        replicas = getattr(storage, "replicas", None)
+        if replicas is None:
+            return
+        for replica in replicas.status():
+            lag = replica["lag_s"]
+            self.replica_lag.labels(replica["name"]).set(-1.0 if lag is None else lag)
 
     def observe_feed_lag(self, seconds: float) -> None:
         self.feed_lag.set(seconds)

@@ -29,8 +29,9 @@ BENCHMARKS = (
 )
 
 
-# Named only (their own virtualenv, or a soak rather than a benchmark).
-ON_REQUEST = ("peers", "frameworks", "reliability")
+# Named only (their own virtualenv, a soak rather than a benchmark, or
+# servers of their own to start).
+ON_REQUEST = ("peers", "frameworks", "reliability", "replicas")
 USAGE = (
     "usage: python -m bench [NAME ...]\n"
     f"  every benchmark by default: {', '.join(BENCHMARKS)}\n"

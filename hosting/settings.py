@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from pydantic import AliasChoices, Field, HttpUrl, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy import make_url
@@ -35,7 +37,10 @@ WRITE_STATEMENTS_ENV = "CONVO_WRITE_STATEMENTS"
 MAX_WRITE_STATEMENTS = 16
 LOG_FORMATS = ("json", "text")
 # Settings whose values `convo config` never prints in full.
-SECRETS = frozenset({"database_url", "summarizer_api_key"})
+SECRETS = frozenset({"database_url", "replica_urls", "summarizer_api_key"})
+# Standbys a process reads from, at most, and how their URLs may start.
+MAX_REPLICAS = 16
+REPLICA_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
 
 class SettingsError(ValueError):
@@ -73,6 +78,18 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("DATABASE_URL", "database_url"),
         description="the PostgreSQL server; unset: the embedded one",
+    )
+    # Streaming standbys of DATABASE_URL's server (store.postgres.replicas).
+    replica_urls: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="streaming standbys analysts' reads go to, comma-separated libpq URLs;"
+        " unset: every read on the primary",
+    )
+    replica_max_lag_ms: int = Field(
+        default=1000,
+        ge=1,
+        le=3_600_000,
+        description="a standby further behind the primary is skipped (milliseconds)",
     )
     data_dir: Path = Field(
         default_factory=_default_data_dir, description="where the embedded server keeps its data"
@@ -194,6 +211,29 @@ class Settings(BaseSettings):
     def _driver_named(cls, value: str | None) -> str | None:
         return sqlalchemy_url(value) if value else None
 
+    @field_validator("replica_urls", mode="before")
+    @classmethod
+    def _replica_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(url.strip() for url in value.split(",") if url.strip())
+        return value
+
+    @field_validator("replica_urls", mode="after")
+    @classmethod
+    def _replica_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > MAX_REPLICAS:
+            raise ValueError(f"at most {MAX_REPLICAS} replicas")
+        for url in value:
+            if len(url) > 2000 or not url.startswith(REPLICA_SCHEMES):
+                raise ValueError("each replica is a postgresql:// URL")
+            try:
+                conninfo_to_dict(libpq_url(url))
+            except (ValueError, psycopg.Error):
+                raise ValueError("a replica's URL is not a valid libpq URL") from None
+        if len(set(value)) != len(value):
+            raise ValueError("a replica is named twice")
+        return value
+
     @field_validator(
         "db_wait_s",
         "shutdown_timeout_s",
@@ -248,6 +288,8 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             if value is None:
                 shown = "(unset)"
+            elif name in SECRETS and isinstance(value, tuple):
+                shown = ",".join(_masked(url) for url in value) or "(none)"
             elif name in SECRETS:
                 shown = _masked(str(value))
             elif isinstance(value, tuple):

@@ -30,6 +30,7 @@ log across conversations.
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime
 
@@ -155,7 +156,7 @@ class FeedReads(Pooled):
                 transaction_id=transaction_id,
             )
             for position, cid, version, type_, data, recorded_at, transaction_id in (
-                await self._rows(READ_FEED, params)
+                await self._analyst_rows(READ_FEED, params)
             )
         ]
 
@@ -184,7 +185,7 @@ class FeedReads(Pooled):
             "scan": scan,
             "limit": limit,
         }
-        rows = await self._rows(READ_TENANT_FEED, params)
+        rows = await self._analyst_rows(READ_TENANT_FEED, params)
         events = [feed_event(row) for row in rows if row[7]]  # the tenant's: `mine`
         last = FeedPosition(transaction_id=rows[-1][0], position=rows[-1][1]) if rows else after
         # The last row is the last scanned, unless the page filled up first.
@@ -199,7 +200,7 @@ class FeedReads(Pooled):
         self, tenant: str, since: datetime, after: uuid.UUID | None, limit: int
     ) -> list[ChangedConversation]:
         params = {"tenant": tenant, "since": since, "after": after or uuid.UUID(int=0)}
-        rows = await self._rows(CHANGED_CONVERSATIONS, {**params, "limit": limit})
+        rows = await self._analyst_rows(CHANGED_CONVERSATIONS, {**params, "limit": limit})
         return [
             ChangedConversation(id=cid, key=key, updated_at=updated_at)
             for cid, key, updated_at in rows
@@ -207,4 +208,7 @@ class FeedReads(Pooled):
 
     async def wait_for_feed(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
         # Woken by LISTEN/NOTIFY, sent off the append's path (`feed_signal`).
+        started = time.monotonic()
         await self._feed_signal.wait(timeout)
+        if self.replicas is not None:  # the next page is read on a standby: once it has them
+            await self.replicas.caught_up(max(0.0, timeout - (time.monotonic() - started)))

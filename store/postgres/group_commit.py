@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,6 +46,7 @@ import psycopg
 
 from store.postgres.append_sql import append_cte, rows_json
 from store.postgres.pooled import Pool, pooled
+from store.postgres.replicas import COMMIT_LSN
 
 # Statements in flight at once. Two keep both sides busy — the server
 # executing one while this process builds the next and reads the last's
@@ -125,8 +126,12 @@ class GroupCommit:
         *,
         writers: int = WRITERS,
         most: int = MOST,
+        on_commit: Callable[[Iterable[uuid.UUID], int], None] | None = None,
     ) -> None:
         self._pool = pool
+        # Told each statement's conversations and its commit's LSN, read in
+        # the same round trip (a storage with replicas: `replicas.ReplicaSet`).
+        self._on_commit = on_commit
         self._writers = writers
         self._most = most
         self._waiting: list[_Waiting] = []
@@ -237,6 +242,18 @@ class GroupCommit:
     async def _execute(self, appends: list[GuardedAppend]) -> dict[uuid.UUID, datetime]:
         text, params = statement(appends)
         async with pooled(self._pool) as conn:
-            cursor = await conn.execute(text, params)
-            rows = await cursor.fetchall()
+            if self._on_commit is None:
+                cursor = await conn.execute(text, params)
+                rows = await cursor.fetchall()
+            else:
+                # The commit's position, asked in the same sync (autocommit:
+                # the statement has committed when the next one runs).
+                async with conn.pipeline():
+                    cursor = await conn.execute(text, params)
+                    position = await conn.execute(COMMIT_LSN)
+                rows = await cursor.fetchall()
+                row = await position.fetchone()
+                assert row is not None
+                if rows:
+                    self._on_commit((r[0] for r in rows), row[0])
         return {row[0]: row[1] for row in rows}

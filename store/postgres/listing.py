@@ -92,5 +92,5 @@ class ConversationListing(Pooled):
                 conversation=conversation_from_row(row),
                 cursor=ConversationCursor(created_at=row[6], id=row[9]),
             )
-            for row in await self._rows(statement, params)
+            for row in await self._analyst_rows(statement, params)
         ]

@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, Protocol, TypeVar
 
 import orjson
 import psycopg
@@ -33,6 +33,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from store.postgres.driver_errors import translate
 from store.postgres.urls import libpq_url
+
+T = TypeVar("T")
+
+# Whose read it is: an agent's must see the writes it may know of, an
+# analyst's may be a moment old (`replicas`).
+Reader = Literal["agent", "analyst"]
 
 Row = tuple[Any, ...]
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
@@ -101,9 +107,12 @@ async def open_pool(
     min_size: int,
     max_size: int,
     timeout: float,  # noqa: ASYNC109 - the pool's wait, not this call's
+    wait: bool = True,
 ) -> Pool:
     """An open pool of connections to `url`, each set up as above, in
-    autocommit (a transaction is begun by hand where one is needed)."""
+    autocommit (a transaction is begun by hand where one is needed).
+    `wait=False`: open without waiting for its first connections (a
+    standby's: it may be down when the storage opens)."""
     pool: Pool = AsyncConnectionPool(
         libpq_url(url),
         min_size=min_size,
@@ -114,7 +123,7 @@ async def open_pool(
         open=False,
     )
     try:
-        await pool.open(wait=True, timeout=timeout)
+        await pool.open(wait=wait, timeout=timeout)
     except Exception as error:
         await pool.close()
         raise_ours(error, None)
@@ -189,12 +198,50 @@ async def by_hand(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
             raise
 
 
+class ReadRouter(Protocol):
+    """What chooses the server of each read (`replicas.ReplicaSet`)."""
+
+    async def read(
+        self,
+        reader: Reader,
+        conversation_id: uuid.UUID | None,
+        read: Callable[[Pool], Awaitable[T]],
+    ) -> T: ...
+
+    async def caught_up(self, timeout: float) -> None: ...  # noqa: ASYNC109 - a wait
+
+
 class Pooled:
     """What the storage's operations share, whatever their concern: the
     pool, and a connection of it outside any conversation with errors
-    translated (`storage.PostgresStorage` says how the concerns compose)."""
+    translated (`storage.PostgresStorage` says how the concerns compose);
+    the standbys reads may go to, if any (`replicas`)."""
 
     pool: Pool
+    replicas: ReadRouter | None = None
+
+    async def _routed(
+        self,
+        reader: Reader,
+        conversation_id: uuid.UUID | None,
+        read: Callable[[Pool], Awaitable[T]],
+    ) -> T:
+        """`read(pool)` on the pool of the server that answers this read:
+        the primary's, or a standby's (`replicas.ReplicaSet.read`)."""
+        if self.replicas is None:
+            return await read(self.pool)
+        return await self.replicas.read(reader, conversation_id, read)
+
+    async def _analyst_rows(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
+        """`_rows` for an analyst's read: on a standby when one is near enough."""
+
+        async def rows(pool: Pool) -> list[Row]:
+            async with pooled(pool) as conn:
+                cursor = await conn.execute(statement, params)
+                return await cursor.fetchall()
+
+        with errors_translated():
+            return await self._routed("analyst", None, rows)
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:

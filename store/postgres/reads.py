@@ -32,7 +32,8 @@ from store.domain.messages import ROLES, Role, StoredMessage
 from store.domain.values import Batch, Conversation, ToolBlock
 from store.postgres import history_sql, window_sql
 from store.postgres.feed import feed_event
-from store.postgres.pooled import Pooled, Row, errors_translated, pooled
+from store.postgres.pooled import Pool, Pooled, Reader, Row, errors_translated, pooled
+from store.postgres.replicas import AGENT, ANALYST
 from store.postgres.shared_sql import (
     CONVERSATION,
     MESSAGE_COLUMNS,
@@ -158,9 +159,12 @@ class ConversationReads(Pooled):
         conversation_id: uuid.UUID,
         tenant: str,
         *statements: tuple[str, Mapping[str, Any]],
+        reader: Reader = AGENT,
     ) -> tuple[Row, list[list[Row]]]:
         """The conversation's row (checked) and each statement's rows, one sync."""
-        return await self._read_into(conversation_id, tenant, statements, lambda row, found: found)
+        return await self._read_into(
+            conversation_id, tenant, statements, lambda row, found: found, reader=reader
+        )
 
     async def _read_into(
         self,
@@ -170,6 +174,7 @@ class ConversationReads(Pooled):
         decode: Callable[[Row, list[list[Row]]], T],
         *,
         window: tuple[Mapping[bool, str], Mapping[str, Any]] | None = None,
+        reader: Reader = AGENT,
     ) -> tuple[Row, T]:
         """`_read`, the rows made into values by `decode(row, found)`: the
         collector is paused from when they are here until they are values,
@@ -182,51 +187,72 @@ class ConversationReads(Pooled):
         `window`: an agent's whole window read last (`window_sql.AGENT_WINDOW`
         or another such pair, its parameters with `agent`): the statement for
         the batch the conversation's row names (`window_sql.agent_window_of`),
-        sent once that row is here: one round trip more."""
-        with errors_translated(conversation_id), contextlib.ExitStack() as pause:
-            async with pooled(self.pool) as conn:
-                async with conn.pipeline():
-                    if window is None:
-                        head = await conn.execute(CONVERSATION, {"cid": conversation_id})
-                    else:
-                        head = await conn.execute(window_sql.CONVERSATION_OF_AGENT, window[1])
-                    cursors = [await conn.execute(s, p) for s, p in statements]
-                    if window is not None:
-                        # Fetching flushes the pipeline: the row is here
-                        # after one round trip, the statements before it too.
-                        row = check_readable(conversation_id, tenant, await head.fetchone())
-                        statements_by_first, params = window
-                        cursors.append(
-                            await conn.execute(
-                                statements_by_first[row[-1] == 1], {**params, "batch": row[-1]}
+        sent once that row is here: one round trip more.
+
+        `reader`: whose read it is, which decides the server that answers
+        it (`replicas`): an agent's sees its own writes."""
+
+        async def read(pool: Pool) -> tuple[Row, T]:
+            with contextlib.ExitStack() as pause:
+                async with pooled(pool) as conn:
+                    async with conn.pipeline():
+                        if window is None:
+                            head = await conn.execute(CONVERSATION, {"cid": conversation_id})
+                        else:
+                            head = await conn.execute(window_sql.CONVERSATION_OF_AGENT, window[1])
+                        cursors = [await conn.execute(s, p) for s, p in statements]
+                        if window is not None:
+                            # Fetching flushes the pipeline: the row is here
+                            # after one round trip, the statements before it too.
+                            row = check_readable(conversation_id, tenant, await head.fetchone())
+                            statements_by_first, params = window
+                            cursors.append(
+                                await conn.execute(
+                                    statements_by_first[row[-1] == 1], {**params, "batch": row[-1]}
+                                )
                             )
-                        )
-                if window is None:  # leaving the pipeline synced it: the row is here
-                    row = check_readable(conversation_id, tenant, await head.fetchone())
-                pause.enter_context(collector_paused())
-                found = [await c.fetchall() for c in cursors]
-            values = decode(row, found)
-            del found
-        return row, values
+                    if window is None:  # leaving the pipeline synced it: the row is here
+                        row = check_readable(conversation_id, tenant, await head.fetchone())
+                    pause.enter_context(collector_paused())
+                    found = [await c.fetchall() for c in cursors]
+                values = decode(row, found)
+                del found
+            return row, values
+
+        with errors_translated(conversation_id):
+            return await self._routed(reader, conversation_id, read)
 
     async def _messages(
-        self, conversation_id: uuid.UUID, tenant: str, statement: str, **params: Any
+        self,
+        conversation_id: uuid.UUID,
+        tenant: str,
+        statement: str,
+        *,
+        reader: Reader = AGENT,
+        **params: Any,
     ) -> list[StoredMessage]:
         _, (rows,) = await self._read(
-            conversation_id, tenant, (statement, {"cid": conversation_id, **params})
+            conversation_id, tenant, (statement, {"cid": conversation_id, **params}), reader=reader
         )
         return decode_stored_rows(rows)
 
     async def _checked_messages(
-        self, conversation_id: uuid.UUID, tenant: str, statement: str, **params: Any
+        self,
+        conversation_id: uuid.UUID,
+        tenant: str,
+        statement: str,
+        *,
+        reader: Reader = AGENT,
+        **params: Any,
     ) -> list[StoredMessage]:
         """Messages from a statement that checks the tenant's right to read
         itself (`shared_sql.READABLE`): one statement, without the pipeline
         `_read` needs for two (docs/storage.md, "Short reads"). Only an empty
         answer reads the conversation's row, to tell a missing or deleted
         conversation (an error) from an empty page."""
-        with errors_translated(conversation_id):
-            async with pooled(self.pool) as conn:
+
+        async def read(pool: Pool) -> list[Row]:
+            async with pooled(pool) as conn:
                 # Rows in binary: numbers, times and flags without parsing
                 # their text (a message's body, `json`, is its text either
                 # way). Every statement here returns
@@ -237,9 +263,12 @@ class ConversationReads(Pooled):
                     statement, {"cid": conversation_id, "tenant": tenant, **params}
                 )
                 with collector_paused():
-                    rows = await cursor.fetchall()
+                    return await cursor.fetchall()
+
+        with errors_translated(conversation_id):
+            rows = await self._routed(reader, conversation_id, read)
         if not rows:
-            await self._read(conversation_id, tenant)
+            await self._read(conversation_id, tenant, reader=reader)
             return []
         return decode_stored_rows(rows)
 
@@ -281,13 +310,14 @@ class ConversationReads(Pooled):
     async def recent_in_history(
         self, conversation_id: uuid.UUID, tenant: str, role: Role, n: int, agent_id: str | None
     ) -> list[StoredMessage]:
+        ordinals: dict[str, Any] = history_sql.ALL_ORDINALS
         return await self._checked_messages(
             conversation_id,
             tenant,
             history_sql.recent_in_history(role),
             n=n,
             agent=agent_id,
-            **history_sql.ALL_ORDINALS,
+            **ordinals,
         )
 
     async def role_range(
@@ -324,6 +354,7 @@ class ConversationReads(Pooled):
             conversation_id,
             tenant,
             statement,
+            reader=ANALYST,
             after=-1 if page.after_seq is None else page.after_seq,
             before=NO_SEQ_ABOVE if page.before_seq is None else page.before_seq,
             limit=page.limit,
@@ -369,10 +400,14 @@ class ConversationReads(Pooled):
     async def batch_messages(
         self, conversation_id: uuid.UUID, tenant: str, batch: int
     ) -> list[StoredMessage]:
-        return await self._messages(conversation_id, tenant, BATCH_MESSAGES, batch=batch)
+        return await self._messages(
+            conversation_id, tenant, BATCH_MESSAGES, reader=ANALYST, batch=batch
+        )
 
     async def batches(self, conversation_id: uuid.UUID, tenant: str) -> list[Batch]:
-        _, (rows,) = await self._read(conversation_id, tenant, (BATCHES, {"cid": conversation_id}))
+        _, (rows,) = await self._read(
+            conversation_id, tenant, (BATCHES, {"cid": conversation_id}), reader=ANALYST
+        )
         return [
             Batch(
                 number=number,
@@ -435,5 +470,7 @@ class ConversationReads(Pooled):
         self, conversation_id: uuid.UUID, tenant: str, after_version: int, limit: int
     ) -> list[FeedEvent]:
         params = {"cid": conversation_id, "after": after_version, "limit": limit}
-        _, (rows,) = await self._read(conversation_id, tenant, (CONVERSATION_EVENTS, params))
+        _, (rows,) = await self._read(
+            conversation_id, tenant, (CONVERSATION_EVENTS, params), reader=ANALYST
+        )
         return [feed_event(row) for row in rows]

@@ -182,4 +182,4 @@ class MessageSearch(Pooled):
 
     async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
         text, params = statement(tenant, query)
-        return _hits_page(query, await self._rows(text, params))
+        return _hits_page(query, await self._analyst_rows(text, params))

@@ -15,7 +15,8 @@ that also holds its SQL (or beside one that does):
 - compaction candidates and claims: `candidates`;
 - what a tenant holds, for its caps: `usage`;
 - the pool, its connections, errors translated: `pooled`, `driver_errors`;
-- writers of one conversation kept to a share of the pool: `conversation_gate`.
+- writers of one conversation kept to a share of the pool: `conversation_gate`;
+- which server answers each read, the primary or a streaming standby: `replicas`.
 
 Why mixins rather than a facade that forwards each call to an object per
 concern: every operation is written once, where its statements are, with
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Generator, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -53,6 +54,13 @@ from store.postgres.optimistic import OptimisticSession, RememberedHeads
 from store.postgres.pooled import DEFAULT_OPTIONS, Pool, by_hand, errors_translated, open_pool
 from store.postgres.reads import ConversationReads
 from store.postgres.rebuild import Rebuilding
+from store.postgres.replicas import (
+    COMMIT_LSN,
+    ReplicaSet,
+    RouteListener,
+    SkipListener,
+    open_replica_set,
+)
 from store.postgres.schema_revision import check_schema
 from store.postgres.search import MessageSearch
 from store.postgres.usage import TenantUsage
@@ -88,10 +96,17 @@ class PostgresStorage(
     closed when its event loop shuts down (`_close_at_loop_shutdown`).
     """
 
-    def __init__(self, pool: Pool, *, writers: int = WRITERS) -> None:
+    replicas: ReplicaSet | None
+
+    def __init__(
+        self, pool: Pool, *, writers: int = WRITERS, replicas: ReplicaSet | None = None
+    ) -> None:
         self.pool = pool
+        self.replicas = replicas
         self._feed_signal = FeedSignal(pool)
-        self._group_commit = GroupCommit(pool, writers=writers)
+        self._group_commit = GroupCommit(
+            pool, writers=writers, on_commit=None if replicas is None else replicas.written
+        )
         self._remembered = RememberedHeads()
         self._closing: asyncio.Task[None] | None = None
         self._guard: asyncio.Task[None] | None = None
@@ -109,6 +124,10 @@ class PostgresStorage(
         timeout: float = 5.0,
         writers: int = WRITERS,
         check_schema: bool = True,
+        replicas: Sequence[str] = (),
+        max_replica_lag_ms: int = 1000,
+        on_replica_skip: SkipListener | None = None,
+        on_read_routed: RouteListener | None = None,
     ) -> Connecting:
         """A storage with its own connection pool on the database at `url`:
         `await` it, or `async with` it to have it closed at the block's end.
@@ -119,13 +138,36 @@ class PostgresStorage(
         at once (`store.postgres.group_commit`). With `check_schema` (the
         default), a database whose schema is missing or older than this
         code is refused at once with `SchemaNotMigrated` (one query).
+
+        `replicas`: URLs of streaming standbys of that database. Analysts'
+        reads go to one at most `max_replica_lag_ms` behind, agents' reads
+        to one that has replayed their conversation's last write; a standby
+        that cannot is skipped (`on_replica_skip(name, reason)`) and the
+        primary answers (`store.postgres.replicas`). `on_read_routed(reader,
+        on_replica)` hears where each read went. A standby that is down
+        when the storage opens is used once it answers.
         """
 
         async def opened() -> PostgresStorage:
             pool = await open_pool(
                 url, options=options, min_size=min_size, max_size=max_size, timeout=timeout
             )
-            storage = cls(pool, writers=writers)
+            replica_set = None
+            try:
+                if replicas:
+                    replica_set = await open_replica_set(
+                        pool,
+                        replicas,
+                        options=options,
+                        max_size=max_size,
+                        max_lag_ms=max_replica_lag_ms,
+                        on_skip=on_replica_skip,
+                        on_route=on_read_routed,
+                    )
+            except BaseException:
+                await pool.close()
+                raise
+            storage = cls(pool, writers=writers, replicas=replica_set)
             try:
                 if check_schema:
                     await check_schema_of(storage)
@@ -177,6 +219,8 @@ class PostgresStorage(
         try:
             await self._group_commit.close()
             await self._feed_signal.close()
+            if self.replicas is not None:
+                await self.replicas.close()
         finally:
             await self.pool.close(timeout=pool_timeout)
 
@@ -231,20 +275,28 @@ class PostgresStorage(
                         raise StaleHead() from error
                     raise
             else:
-                async with (
-                    self.gate.admitted(conversation_id),
-                    by_hand(self.pool) as conn,
-                    conn.pipeline() as pipeline,
-                ):
-                    session = WriteSession(conn, pipeline, conversation_id)
-                    await session.open(tenant, options.create, options.lookups)
-                    yield session
-                    # Sent with the write's statements: leaving the
-                    # pipeline syncs once and raises what failed.
-                    await conn.execute("COMMIT")
+                async with self.gate.admitted(conversation_id), by_hand(self.pool) as conn:
+                    async with conn.pipeline() as pipeline:
+                        session = WriteSession(conn, pipeline, conversation_id)
+                        await session.open(tenant, options.create, options.lookups)
+                        yield session
+                        # Sent with the write's statements: leaving the
+                        # pipeline syncs once and raises what failed.
+                        await conn.execute("COMMIT")
+                        # With replicas, the commit's position, in the same sync.
+                        position = None
+                        if self.replicas is not None and session.written is not None:
+                            position = await conn.execute(COMMIT_LSN)
+                    if position is not None:
+                        assert self.replicas is not None
+                        row = await position.fetchone()
+                        assert row is not None
+                        self.replicas.written((conversation_id,), row[0])
         assert session is not None
         if session.written is not None:
             self._feed_signal.committed()
+            if self.replicas is not None:
+                self.replicas.committed(conversation_id)
         self._remembered.after_write(conversation_id, session, remembered)
 
 

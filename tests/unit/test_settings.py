@@ -68,6 +68,12 @@ def test_append_statements_in_flight_come_from_the_environment(
         ("CONVO_WRITE_STATEMENTS", "0"),
         ("CONVO_WRITE_STATEMENTS", "17"),
         ("CONVO_WRITE_STATEMENTS", "two"),
+        ("CONVO_REPLICA_URLS", "mysql://u@a/db"),
+        ("CONVO_REPLICA_URLS", "postgresql://u@a/db,postgresql://u@a/db"),
+        ("CONVO_REPLICA_URLS", ",".join(f"postgresql://u@h{n}/db" for n in range(17))),
+        ("CONVO_REPLICA_URLS", "postgresql://u@a/db?sslmode=maybe&=x"),
+        ("CONVO_REPLICA_MAX_LAG_MS", "0"),
+        ("CONVO_REPLICA_MAX_LAG_MS", "soon"),
     ],
 )
 def test_a_bad_value_names_its_variable(
@@ -170,9 +176,16 @@ async def test_the_pool_settings_reach_the_storages_pool(monkeypatch: pytest.Mon
         return object()
 
     monkeypatch.setattr(PostgresStorage, "connect", connect)
-    settings = Settings(database_url=None, pool_size=7, pool_wait_s=1.5)
+    settings = Settings(
+        database_url=None,
+        pool_size=7,
+        pool_wait_s=1.5,
+        replica_urls=("postgresql://u@r/db",),
+        replica_max_lag_ms=300,
+    )
     await open_storage("postgresql://u@h/db", settings)
     assert (seen["max_size"], seen["timeout"]) == (7, 1.5)
+    assert (seen["replicas"], seen["max_replica_lag_ms"]) == (("postgresql://u@r/db",), 300)
 
 
 def test_the_summarizer_settings_come_from_the_environment_and_hide_the_key(
