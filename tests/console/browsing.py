@@ -1,0 +1,68 @@
+"""Driving the console in the browser: sign in, go to a view, wait for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.console.conftest import Console
+
+WAIT_S = 15
+
+
+def sign_in(browser: WebDriver, console: Console, key: str, route: str = "") -> None:
+    """A fresh tab state, signed in with `key`, at `route` (#/…)."""
+    browser.get(f"{console.base_url}/ui/")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{console.base_url}/ui/{route}")
+    browser.refresh()  # the route's hash with an empty session: the sign-in form
+    field = wait_for(browser, "#key")
+    field.send_keys(key)
+    browser.find_element(By.CSS_SELECTOR, "#sign-in button[type=submit]").click()
+    wait_until(browser, lambda b: b.find_element(By.ID, "identity").is_displayed())
+
+
+def go(browser: WebDriver, route: str) -> None:
+    browser.execute_script("location.hash = arguments[0]", route)
+
+
+def wait_for(browser: WebDriver, css: str, timeout: float = WAIT_S) -> WebElement:
+    found: WebElement = WebDriverWait(browser, timeout).until(
+        lambda b: _visible(b, css), message=f"nothing shown matches {css}"
+    )
+    return found
+
+
+def _visible(browser: WebDriver, css: str) -> WebElement | bool:
+    for element in browser.find_elements(By.CSS_SELECTOR, css):
+        if element.is_displayed():
+            return element
+    return False
+
+
+def wait_until(
+    browser: WebDriver, condition: Callable[[WebDriver], Any], timeout: float = WAIT_S
+) -> Any:
+    return WebDriverWait(browser, timeout).until(condition)
+
+
+def texts(browser: WebDriver, css: str) -> list[str]:
+    return [element.text for element in browser.find_elements(By.CSS_SELECTOR, css)]
+
+
+def seqs(browser: WebDriver) -> list[int]:
+    """The seqs of the timeline's messages, in page order."""
+    found = browser.execute_script(
+        "return [...document.querySelectorAll('#timeline article')].map(a => +a.dataset.seq)"
+    )
+    return [int(seq) for seq in found]
+
+
+def shot(browser: WebDriver, folder: Path, name: str) -> None:
+    browser.save_screenshot(str(folder / f"{name}.png"))
