@@ -3,11 +3,12 @@
 One module per resource: conversations, messages, agents (profiles and
 slots), batches, forks and pins, reads, assembly, export, events,
 compaction, search, the XML tool protocol, and `/me` (the key itself).
-`install_routes` adds their routes to the app itself, each with the key check (`api.deps.get_tenant`) as a dependency of its own,
-so a route that forgets `RepositoryDep` is still protected. Added one by
-one, not as included routers: FastAPI matches a request against included
-routers level by level, which cost a request more CPU than its own
-validation did (docs/benchmarks.md, http_load).
+`install_routes` adds their routes to the app itself, each with the key
+check (`api.deps.get_tenant`) as a dependency of its own, so a route that
+forgets `RepositoryDep` is still protected. Added one by one, not as
+included routers: FastAPI matches a request against included routers level
+by level, which cost a request more CPU than its own validation did
+(docs/benchmarks.md, http_load).
 """
 
 from __future__ import annotations
