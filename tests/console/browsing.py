@@ -20,8 +20,10 @@ def sign_in(browser: WebDriver, console: Console, key: str, route: str = "") -> 
     """A fresh tab state, signed in with `key`, at `route` (#/…)."""
     browser.get(f"{console.base_url}/ui/")
     browser.execute_script("sessionStorage.clear()")
+    # Away and back: a page load with an empty session (a change of the hash
+    # alone would not load the page again).
+    browser.get("about:blank")
     browser.get(f"{console.base_url}/ui/{route}")
-    browser.refresh()  # the route's hash with an empty session: the sign-in form
     field = wait_for(browser, "#key")
     field.send_keys(key)
     browser.find_element(By.CSS_SELECTOR, "#sign-in button[type=submit]").click()
@@ -33,9 +35,10 @@ def go(browser: WebDriver, route: str) -> None:
 
 
 def wait_for(browser: WebDriver, css: str, timeout: float = WAIT_S) -> WebElement:
-    found: WebElement = WebDriverWait(browser, timeout).until(
+    found = WebDriverWait(browser, timeout).until(
         lambda b: _visible(b, css), message=f"nothing shown matches {css}"
     )
+    assert isinstance(found, WebElement)
     return found
 
 
@@ -53,7 +56,11 @@ def wait_until(
 
 
 def texts(browser: WebDriver, css: str) -> list[str]:
-    return [element.text for element in browser.find_elements(By.CSS_SELECTOR, css)]
+    """The text of what matches `css`, read in one go (nothing goes stale meanwhile)."""
+    found = browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText)", css
+    )
+    return [str(text) for text in found]
 
 
 def seqs(browser: WebDriver) -> list[int]:

@@ -84,8 +84,8 @@ class Recorder:
         await self.app(scope, receive, send)
 
     def asked(self, path: str) -> list[str]:
-        """The query strings of the requests to `path`."""
-        return [query for _, seen, query in self.requests if seen == path]
+        """The query strings of the GET requests to `path`."""
+        return [query for method, seen, query in self.requests if (method, seen) == ("GET", path)]
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def seed(console: Console) -> None:
             _append(client, f"chat-{n:02d}", [{"role": "user", "content": f"question {n}"}])
         client.post(f"/conversations/chat-{5:02d}/archive").raise_for_status()
         assert client.post("/conversations", json={"id": LONG}).status_code == 201
-        first = [
+        first: list[dict[str, Any]] = [
             {"role": "system", "content": "You are a careful deploy assistant."},
             {
                 "role": "assistant",
@@ -192,12 +192,12 @@ def seed(console: Console) -> None:
             }
             for n in range(len(first) + 1, LONG_MESSAGES)
         ]
-        pending = {
+        pending: dict[str, Any] = {
             "role": "assistant",
             "content": "checking the log",
             "tool_calls": [{"id": "call_tail", "name": "tail", "arguments": {"file": "app.log"}}],
         }
-        messages = [*first, *rest, pending]
+        messages: list[dict[str, Any]] = [*first, *rest, pending]
         assert len(messages) == LONG_MESSAGES
         for start in range(0, len(messages), 1_000):
             _append(client, LONG, messages[start : start + 1_000])
@@ -210,7 +210,7 @@ def seed(console: Console) -> None:
             f"/conversations/{LONG}/batches",
             json={"operation": "start_batch", "boundary_seq": 4_001, "summary": summary},
         )
-        assert batch.status_code == 200, batch.text
+        assert batch.status_code == 201, batch.text
         client.put(f"/conversations/{LONG}/messages/4500/pin").raise_for_status()
 
         assert client.post("/conversations", json={"id": "travel"}).status_code == 201
@@ -253,19 +253,20 @@ def screenshots() -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         yield folder
         return
-    with tempfile.TemporaryDirectory(prefix="convo-console-") as folder:
-        yield Path(folder)
+    with tempfile.TemporaryDirectory(prefix="convo-console-") as temporary:
+        yield Path(temporary)
 
 
 @pytest.fixture(scope="session")
 def downloads() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="convo-downloads-") as folder:
-        yield Path(folder)
+    with tempfile.TemporaryDirectory(prefix="convo-downloads-") as temporary:
+        yield Path(temporary)
 
 
 @pytest.fixture(scope="session")
-def browser(downloads: Path) -> Iterator[Any]:
-    """Headless Chromium with a fresh profile, for the whole session."""
+def browser(console: Console, downloads: Path) -> Iterator[Any]:
+    """Headless Chromium with a fresh profile, for the whole session (closed
+    before the server stops: a live tail it holds open would keep it up)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -49,11 +49,12 @@ function showIdentity() {
     : "";
 }
 
+// Forgets the key. The page stays where it was, so signing in again returns there.
 function signOut(reason) {
   forgetKey();
   identity = null;
+  leaving.abort();
   showIdentity();
-  location.hash = "";
   showSignIn(reason);
 }
 
@@ -119,7 +120,10 @@ async function render() {
 }
 
 async function start() {
-  document.getElementById("sign-out").addEventListener("click", () => signOut("Signed out."));
+  document.getElementById("sign-out").addEventListener("click", () => {
+    history.replaceState(null, "", location.pathname);
+    signOut("Signed out.");
+  });
   window.addEventListener("hashchange", render);
   if (!storedKey()) {
     showSignIn();

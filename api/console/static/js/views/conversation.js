@@ -129,7 +129,7 @@ export async function showConversation(page, id) {
   }
 
   // Loads a page: `where` is {after}, {before} or {last: true}.
-  async function load(where) {
+  async function load(where, scroll = true) {
     const descending = where.before !== undefined || where.last;
     const answer = await getJson(path(id, "messages"), {
       after_seq: where.after,
@@ -154,7 +154,7 @@ export async function showConversation(page, id) {
     buttons.first.disabled = buttons.previous.disabled = atStart;
     buttons.next.disabled = buttons.last.disabled = atEnd;
     position.textContent = items.length ? `#${items[0].seq} – #${items[items.length - 1].seq}` : "";
-    timeline.scrollIntoView({ block: "start" });
+    if (scroll) timeline.scrollIntoView({ block: "start" });
   }
 
   const reload = (where) => load(where).catch(failed);
@@ -215,7 +215,7 @@ export async function showConversation(page, id) {
       h("aside", {}, batchesSection(batches), toolBlocksSection(id, signal, failed)),
     ),
   );
-  await load({ after: 0 });
+  await load({ after: 0 }, false);
 }
 
 function archiveAndDelete(conversation, failed) {
