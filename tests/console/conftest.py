@@ -53,8 +53,6 @@ LONG = "long-run"
 LONG_MESSAGES = 5_000
 TENANT = "acme"
 
-pytestmark = pytest.mark.integration
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
@@ -65,7 +63,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         " (apt-get install -y chromium chromium-driver)"
     )
     for item in items:
-        if "tests/console/" in str(item.fspath).replace(os.sep, "/"):
+        if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(skip)
 
 
