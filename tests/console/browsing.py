@@ -81,7 +81,7 @@ def shot(browser: WebDriver, folder: Path, name: str) -> None:
     """The window as `<name>.png` in `folder`, scaled down."""
     width, height = browser.execute_script("return [innerWidth, innerHeight]")
     clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": SHOT_SCALE}
-    captured = browser.execute_cdp_cmd(  # type: ignore[attr-defined]
+    captured = browser.execute_cdp_cmd(
         "Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": False}
     )
     (folder / f"{name}.png").write_bytes(base64.b64decode(captured["data"]))
