@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -15,6 +16,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from tests.console.conftest import Console
 
 WAIT_S = 15
+# A view draws its content anew when it changes: an element found a moment
+# ago may be gone (stale), and looked for again.
+REDRAWN = (NoSuchElementException, StaleElementReferenceException)
 
 
 def sign_in(browser: WebDriver, console: Console, key: str, route: str = "") -> None:
@@ -36,7 +40,7 @@ def go(browser: WebDriver, route: str) -> None:
 
 
 def wait_for(browser: WebDriver, css: str, timeout: float = WAIT_S) -> WebElement:
-    found = WebDriverWait(browser, timeout).until(
+    found = WebDriverWait(browser, timeout, ignored_exceptions=REDRAWN).until(
         lambda b: _visible(b, css), message=f"nothing shown matches {css}"
     )
     assert isinstance(found, WebElement)
@@ -53,7 +57,7 @@ def _visible(browser: WebDriver, css: str) -> WebElement | bool:
 def wait_until(
     browser: WebDriver, condition: Callable[[WebDriver], Any], timeout: float = WAIT_S
 ) -> Any:
-    return WebDriverWait(browser, timeout).until(condition)
+    return WebDriverWait(browser, timeout, ignored_exceptions=REDRAWN).until(condition)
 
 
 def texts(browser: WebDriver, css: str) -> list[str]:

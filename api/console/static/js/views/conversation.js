@@ -8,6 +8,8 @@ import { badge, field, h, options, replace, route, when } from "../dom.js";
 import { messageCard } from "./message.js";
 
 const PAGE = 100;
+// How long the live tail waits before connecting again after a break.
+const RECONNECT_MS = 2_000;
 // Tool blocks shown at most: the table is for reading, the export has them all.
 const MAX_TOOL_BLOCK_ROWS = 500;
 const ROLES = ["", "system", "user", "assistant", "tool"];
@@ -254,7 +256,8 @@ function tail(id, conversation, live, signal, toggle, failed) {
   const stop = new AbortController();
   signal.addEventListener("abort", () => stop.abort());
   toggle.addEventListener("stop", () => stop.abort(), { once: true });
-  let lastSeq = conversation.next_seq - 1;
+  // After what the live list shows already (the tail may be turned off and on).
+  let lastSeq = live.lastElementChild ? Number(live.lastElementChild.dataset.seq) : conversation.next_seq - 1;
   let reading = null;
   let again = false;
 
@@ -284,8 +287,7 @@ function tail(id, conversation, live, signal, toggle, failed) {
     }
   }
 
-  state.textContent = "connecting…";
-  state.dataset.state = "connecting";
+  let revoked = false;
   const onEvent = (message) => {
     let event;
     try {
@@ -294,22 +296,38 @@ function tail(id, conversation, live, signal, toggle, failed) {
       return;
     }
     if (message.event === "error") {
+      revoked = true; // the key was revoked or expired: the stream ends, no retry
       failed(new Error(event.detail || "the live tail ended"));
       return;
     }
     if (event.conversation_id === id) catchUp().catch(failed);
   };
-  streamEvents("/events/stream", { heartbeat: 15 }, onEvent, stop.signal, () => {
-    state.textContent = "live: new messages appear below";
-    state.dataset.state = "listening";
-  })
-    .then(() => {
-      state.textContent = "the live tail ended";
-      state.dataset.state = "ended";
-    })
-    .catch((error) => {
-      state.textContent = stop.signal.aborted ? "live tail off" : "the live tail broke off";
-      state.dataset.state = "ended";
-      if (!stop.signal.aborted) failed(error);
-    });
+  const show = (text, name) => {
+    state.textContent = text;
+    state.dataset.state = name;
+  };
+
+  // Connects, and connects again a little later when the stream breaks off
+  // (a server restart, a network blip); on each connection the messages
+  // stored meanwhile are read by seq, so none is missed.
+  async function follow() {
+    for (let attempt = 0; !stop.signal.aborted && !revoked; attempt += 1) {
+      show(attempt ? "reconnecting…" : "connecting…", "connecting");
+      try {
+        await streamEvents("/events/stream", { heartbeat: 15 }, onEvent, stop.signal, () => {
+          show("live: new messages appear below", "listening");
+          if (attempt) catchUp().catch(failed);
+        });
+      } catch (error) {
+        if (stop.signal.aborted) break;
+        if (error.status === 401 || error.status === 403) {
+          failed(error);
+          break;
+        }
+      }
+      await new Promise((resume) => setTimeout(resume, RECONNECT_MS));
+    }
+    show(stop.signal.aborted ? "live tail off" : "the live tail ended", "ended");
+  }
+  follow();
 }
