@@ -18,7 +18,9 @@ error body while the database is down, decided within a second:
 `api.readiness`), so a load balancer stops sending
 traffic to a replica that cannot serve it. `/metrics` is Prometheus'
 (`api.metrics`). `/docs` and `/redoc` are served with their scripts from
-an installed package (`api.docs`), so they work offline.
+an installed package (`api.docs`), so they work offline; `/ui/` is the
+analysts' console (`api.console`), its files shipped in the package and
+served with a strict Content-Security-Policy.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import Response
 
 from api.consistency import CONSISTENCY_HEADER, ReadConsistency
+from api.console import install_console
 from api.deps import Services, ServicesDep
 from api.docs import install_docs
 from api.errors import CONVERSATION_ERRORS, install_error_handlers
@@ -73,6 +76,7 @@ TAGS = [
     {"name": "batches", "description": "Visibility windows: start, truncate, filter, roll back."},
     {"name": "reads", "description": "Window, role look-ups, counts, tool blocks."},
     {"name": "assembly", "description": "Provider request payloads."},
+    {"name": "keys", "description": "What the request's API key allows."},
     {"name": "health", "description": "Liveness, readiness and metrics (no key needed)."},
 ]
 
@@ -117,6 +121,7 @@ def create_app(
         app.state.services = Services(
             storage=storage,
             tenant_for_key=keys.tenant_for_key,
+            grant_for_key=keys.grant_for_key,
             limits=limits_from_settings(settings),
         )
         sampling = asyncio.get_running_loop().create_task(metrics.sample_pool(storage))
@@ -176,6 +181,7 @@ def create_app(
     install_routes(app)
     install_openapi(app)
     install_docs(app)
+    install_console(app)
 
     @app.get("/health", tags=["health"], summary="Liveness", operation_id="health")
     async def health() -> dict[str, str]:

@@ -1,7 +1,9 @@
 """Dependencies the routes declare, as `Annotated` aliases.
 
     ServicesDep    what the app was wired with (`api.app.Services`)
-    TenantDep      the tenant of the request's API key (401 without a live key)
+    TenantDep      the tenant of the request's API key (401 without a live key;
+                   403 for a read-only key on a route that writes)
+    GrantDep       what the request's key allows: tenant, scope, expiry
     RepositoryDep  the repository of that tenant
     KeyWatchDep    the key and its tenant, for a stream to watch (`api.revocation`)
 
@@ -13,6 +15,13 @@ key (`SECURITY_SCHEMES`, added by `api.openapi` to every operation behind
 the check). Scoping the repository by tenant is the whole isolation story:
 the store treats another tenant's conversation exactly like a missing one
 (404).
+
+A read-only key (`convo keys create --read-only`) is refused with 403
+`ReadOnlyKey` on every route that writes, decided here, once, for all
+routes: every method but GET and HEAD writes, except the POST routes in
+`READING_POSTS`, which only compute an answer from what is stored (a
+payload, parsed tool calls). A new write route is refused by default;
+tests/api/test_read_only_keys.py walks the OpenAPI document to hold it.
 """
 
 from __future__ import annotations
@@ -23,10 +32,11 @@ from typing import Annotated, cast
 
 from fastapi import Depends, Request
 
-from api.errors import Unauthorized
+from api.errors import ReadOnlyKey, Unauthorized, route_path
 from api.quota import CREATING, QuotaExceeded, TenantQuotas
 from api.ratelimit import KeyRateLimits, RateLimited
 from api.revocation import KeyWatch
+from hosting.keys import KeyGrant
 from store.domain.commands import Limits
 from store.repository import Repository
 from store.repository.port import Storage
@@ -48,15 +58,26 @@ SECURITY_SCHEMES: dict[str, dict[str, str]] = {
 }
 
 KeyLookup = Callable[[str], Awaitable[str | None]]
+GrantLookup = Callable[[str], Awaitable[KeyGrant | None]]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Services:
-    """What the routes run on: a storage, a way to check keys, the limits."""
+    """What the routes run on: a storage, a way to check keys, the limits.
+
+    `grant_for_key` answers a key's scope with its tenant; without it (an
+    embedding application that knows only tenants) every key may write."""
 
     storage: Storage
     tenant_for_key: KeyLookup
     limits: Limits
+    grant_for_key: GrantLookup | None = None
+
+    async def grant(self, key: str) -> KeyGrant | None:
+        if self.grant_for_key is not None:
+            return await self.grant_for_key(key)
+        tenant = await self.tenant_for_key(key)
+        return None if tenant is None else KeyGrant(tenant)
 
 
 # Dependencies are `async def` though they never wait: FastAPI runs a plain
@@ -85,9 +106,15 @@ async def get_tenant(request: Request) -> str:
     if not key:
         raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>'")
     services: Services = request.app.state.services
-    tenant = await services.tenant_for_key(key)
-    if tenant is None:
+    grant = await services.grant(key)
+    if grant is None:
         raise Unauthorized("the API key is unknown or revoked")
+    if grant.read_only and writes(request):
+        raise ReadOnlyKey(
+            f"this API key is read-only: {request.method} {route_path(request.scope)}"
+            " changes the store; use a read-write key of the tenant"
+        )
+    tenant = grant.tenant
     state = request.app.state
     limits: KeyRateLimits | None = getattr(state, "rate_limits", None)
     quotas: TenantQuotas | None = getattr(state, "quotas", None)
@@ -110,10 +137,34 @@ async def get_tenant(request: Request) -> str:
             state.metrics.refused(error)
             raise
     request.state.tenant = tenant
+    request.state.grant = grant
     return tenant
 
 
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# Methods that never change anything.
+_READING_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# POST routes that only compute an answer from what is stored (by operation id).
+READING_POSTS = frozenset({"assemblePayload", "parseXmlToolCalls"})
+
+
+def writes(request: Request) -> bool:
+    """Whether the request's route may change the store: a read-only key is refused on it."""
+    if request.method in _READING_METHODS:
+        return False
+    if request.method != "POST":
+        return True
+    return getattr(request.scope.get("route"), "operation_id", None) not in READING_POSTS
+
+
+async def get_grant(request: Request) -> KeyGrant:
+    """What the request's key allows (checked by `get_tenant` first)."""
+    if getattr(request.state, "grant", None) is None:
+        await get_tenant(request)
+    return cast(KeyGrant, request.state.grant)
+
+
+GrantDep = Annotated[KeyGrant, Depends(get_grant)]
 
 
 TenantDep = Annotated[str, Depends(get_tenant)]

@@ -27,6 +27,7 @@ an unavailable database adds `retry_after` (seconds), also sent as a
     request validation, a body that is not UTF-8 JSON             → 422 ValidationError
     a body over CONVO_MAX_BODY_BYTES                              → 413 PayloadTooLarge
     Unauthorized (no key, unknown or revoked key)                 → 401
+    ReadOnlyKey (a read-only key on a route that writes)          → 403
     anything else (a bug)                                         → 500 InternalError
 
 A bug's 500 is sent by `CatchAll`, a middleware, as an ordinary response:
@@ -72,6 +73,10 @@ _log = logging.getLogger("convo.http")
 
 class Unauthorized(Exception):
     """No API key, or one that is unknown or revoked."""
+
+
+class ReadOnlyKey(Exception):
+    """A read-only key sent to a route that writes (api.deps)."""
 
 
 class BodyRefused(HTTPException):
@@ -214,6 +219,10 @@ async def _unauthorized(request: Request, error: Exception) -> ProblemResponse:
     return problem_response(401, "Unauthorized", str(error), headers={"WWW-Authenticate": "Bearer"})
 
 
+async def _read_only_key(request: Request, error: Exception) -> ProblemResponse:
+    return problem_response(403, "ReadOnlyKey", str(error))
+
+
 async def _http_error(request: Request, error: Exception) -> ProblemResponse:
     assert isinstance(error, HTTPException)
     return problem_response(
@@ -299,6 +308,7 @@ def install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(driver_error, _driver_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Unauthorized, _unauthorized)
+    app.add_exception_handler(ReadOnlyKey, _read_only_key)
     app.add_exception_handler(BodyRefused, _body_refused)
     app.add_exception_handler(BodyTooLarge, _body_too_large)
     app.add_exception_handler(HTTPException, _http_error)

@@ -58,6 +58,7 @@ TITLES: dict[str, str] = {
     "ValidationError": "The request is not valid",
     "PayloadTooLarge": "The request body is too large",
     "Unauthorized": "An API key is missing, unknown or revoked",
+    "ReadOnlyKey": "The API key is read-only",
     "RateLimited": "The API key is over its rate",
     "QuotaExceeded": "The tenant is at one of its caps",
     "InternalError": "The server failed",

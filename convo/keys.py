@@ -65,19 +65,33 @@ def create(
             " (e.g. 90m, 12h, 30d). Never, by default.",
         ),
     ] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="A key that reads and never writes: every route that changes the store"
+            " answers 403 (for analysts and the console at /ui).",
+        ),
+    ] = False,
 ) -> None:
     """Create a key for a tenant and print it (once: only its hash is stored)."""
-    from hosting.keys import create_key, expiry_after
+    from hosting.keys import READ_ONLY, READ_WRITE, create_key, expiry_after
 
+    scope = READ_ONLY if read_only else READ_WRITE
     try:
         expires_at = expiry_after(expires_in) if expires_in is not None else None
         key_id, plaintext = _run(
-            "create", lambda engine: create_key(engine, tenant, name, expires_at=expires_at)
+            "create",
+            lambda engine: create_key(engine, tenant, name, expires_at=expires_at, scope=scope),
         )
     except ValueError as error:
         raise fail("keys create", str(error), 2) from None
     until = f", expires {expires_at:%Y-%m-%d %H:%M:%S %Z}" if expires_at else ""
-    console.print(f"[green]created[/green] key {key_id} for tenant {tenant!r} ({name}{until})")
+    what = "read-only key" if read_only else "key"
+    console.print(
+        f"[green]created[/green] {what} {key_id} for tenant {tenant!r} ({name}{until})",
+        highlight=False,
+    )
     console.print("[yellow]store it now: this key is not shown again[/yellow]")
     typer.echo(plaintext)
 
@@ -93,7 +107,7 @@ def list_(
 
     keys = _run("list", lambda engine: list_keys(engine, tenant))
     table = Table(title="API keys")
-    for column in ("id", "tenant", "name", "key", "created", "expires", "status"):
+    for column in ("id", "tenant", "name", "key", "scope", "created", "expires", "status"):
         table.add_column(column, overflow="fold")
     for key in keys:
         table.add_row(
@@ -101,6 +115,7 @@ def list_(
             key.tenant,
             key.name,
             f"{key.key_start}…",
+            key.scope.replace("_", "-"),
             key.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             key.expires_at.strftime("%Y-%m-%d %H:%M:%S") if key.expires_at else "never",
             _status(key),

@@ -22,6 +22,10 @@ of the database meanwhile), and a remembered key is asked again after
 `cache_s` seconds whatever happens (`CONVO_KEY_CACHE_S`; 0 remembers none).
 A key revoked by hand in SQL, without `revoke_key`, is refused after
 `cache_s` at the latest (or at once after `NOTIFY convo_api_keys`).
+
+A key has a scope: `read_write`, or `read_only` for an analyst who reads
+and must not change anything. The look-up answers it with the tenant (a
+`KeyGrant`); `api.deps` refuses a read-only key on every route that writes.
 """
 
 from __future__ import annotations
@@ -34,14 +38,16 @@ import re
 import secrets
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from select import POLLIN, poll
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
+    CheckConstraint,
     Column,
     DateTime,
     Index,
@@ -70,6 +76,10 @@ KEYS_CHANNEL = "convo_api_keys"
 # little to use.
 SHOWN_CHARS = 8
 
+KeyScope = Literal["read_write", "read_only"]
+READ_WRITE: KeyScope = "read_write"
+READ_ONLY: KeyScope = "read_only"
+
 api_keys = Table(
     "api_keys",
     metadata,
@@ -83,7 +93,10 @@ api_keys = Table(
     Column("revoked_at", DateTime(timezone=True), nullable=True),
     # Past it the key is refused as a revoked one is; null: it never expires.
     Column("expires_at", DateTime(timezone=True), nullable=True),
+    # What the key may do: read_only keys are refused on every write route.
+    Column("scope", Text, nullable=False, server_default=text("'read_write'")),
     PrimaryKeyConstraint("id", name="pk_api_keys"),
+    CheckConstraint("scope IN ('read_write', 'read_only')", name="ck_api_keys_scope"),
     UniqueConstraint("key_hash", name="uq_api_keys_key_hash"),
     Index("ix_api_keys_tenant", "tenant"),
 )
@@ -101,6 +114,7 @@ class ApiKey(BaseModel):
     created_at: datetime
     revoked_at: datetime | None
     expires_at: datetime | None = None
+    scope: KeyScope = READ_WRITE
 
     @property
     def expired(self) -> bool:
@@ -109,6 +123,19 @@ class ApiKey(BaseModel):
     @property
     def active(self) -> bool:
         return self.revoked_at is None and not self.expired
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGrant:
+    """What a live key allows: its tenant, its scope, until when."""
+
+    tenant: str
+    scope: KeyScope = READ_WRITE
+    expires_at: datetime | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return self.scope == READ_ONLY
 
 
 def hash_key(plaintext: str) -> str:
@@ -120,7 +147,12 @@ def new_key() -> str:
 
 
 def _new_row(
-    key_id: uuid.UUID, tenant: str, name: str, plaintext: str, expires_at: datetime | None
+    key_id: uuid.UUID,
+    tenant: str,
+    name: str,
+    plaintext: str,
+    expires_at: datetime | None,
+    scope: KeyScope = READ_WRITE,
 ) -> Any:
     return api_keys.insert().values(
         id=key_id,
@@ -129,24 +161,31 @@ def _new_row(
         key_hash=hash_key(plaintext),
         key_start=plaintext[: len(KEY_PREFIX) + SHOWN_CHARS],
         expires_at=expires_at,
+        scope=scope,
     )
 
 
 async def create_key(
-    engine: AsyncEngine, tenant: str, name: str, *, expires_at: datetime | None = None
+    engine: AsyncEngine,
+    tenant: str,
+    name: str,
+    *,
+    expires_at: datetime | None = None,
+    scope: KeyScope = READ_WRITE,
 ) -> tuple[uuid.UUID, str]:
     """A new key for `tenant`: (its id, the plaintext — shown once, never
     stored). With `expires_at` (timezone-aware, in the future) it is refused
-    from then on."""
+    from then on; with `scope=READ_ONLY` it is refused on every write."""
     if not tenant.strip():
         raise ValueError("an API key needs a tenant")
     if not name.strip():
         raise ValueError("an API key needs a name")
     check_expiry(expires_at)
+    check_scope(scope)
     key_id = uuid.uuid4()
     plaintext = new_key()
     async with engine.begin() as conn:
-        await conn.execute(_new_row(key_id, tenant, name, plaintext, expires_at))
+        await conn.execute(_new_row(key_id, tenant, name, plaintext, expires_at, scope))
     return key_id, plaintext
 
 
@@ -177,6 +216,11 @@ def check_expiry(expires_at: datetime | None) -> None:
         raise ValueError(f"an API key's expiry must be in the future, not {expires_at.isoformat()}")
 
 
+def check_scope(scope: str) -> None:
+    if scope not in (READ_WRITE, READ_ONLY):
+        raise ValueError(f"an API key's scope is {READ_WRITE} or {READ_ONLY}, not {scope!r}")
+
+
 # What a listing shows of a key (`ApiKey`): never its hash.
 LISTED = (
     api_keys.c.id,
@@ -186,6 +230,7 @@ LISTED = (
     api_keys.c.created_at,
     api_keys.c.revoked_at,
     api_keys.c.expires_at,
+    api_keys.c.scope,
 )
 
 
@@ -307,8 +352,8 @@ REVOCATION_ECHO_S = 5.0
 # A look-up is one short statement: a few connections serve many requests.
 KEY_POOL_SIZE = 4
 
-_TENANT_OF_KEY = (
-    "SELECT tenant, expires_at - now() FROM api_keys WHERE key_hash = %s"
+_GRANT_OF_KEY = (
+    "SELECT tenant, scope, expires_at, expires_at - now() FROM api_keys WHERE key_hash = %s"
     " AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())"
 )
 
@@ -317,7 +362,7 @@ async def _prepare_at_first_use(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.prepare_threshold = 0
 
 
-# A key's tenant is remembered for this long unless a revocation says otherwise.
+# A key's grant is remembered for this long unless a revocation says otherwise.
 DEFAULT_CACHE_S = 60.0
 # Remembered keys, at most (all are forgotten when it is full: keys are few).
 MAX_REMEMBERED = 10_000
@@ -326,7 +371,7 @@ RELISTEN_PAUSE_S = 1.0
 
 
 class KeyLookup:
-    """The tenant of a live key: remembered for `cache_s` seconds, forgotten
+    """The grant (tenant, scope, expiry) of a live key: remembered for `cache_s` seconds, forgotten
     on a revocation's NOTIFY (the module's docstring), else asked of the
     database: one prepared statement, one round trip, on a small pool of its
     own.
@@ -348,7 +393,7 @@ class KeyLookup:
         self.pool = pool
         self.cache_s = cache_s
         self._url, self._options = url, options
-        self._tenants: dict[str, tuple[str, float]] = {}  # key hash → (tenant, until)
+        self._grants: dict[str, tuple[KeyGrant, float]] = {}  # key hash → (grant, until)
         self._forgotten = 0  # times everything was forgotten
         self._listener: psycopg.AsyncConnection[Any] | None = None
         self._poller: Any = None  # a select.poll of the listening connection's socket
@@ -398,7 +443,7 @@ class KeyLookup:
         self._listener, self._poller = conn, poller
 
     def _forget(self) -> None:
-        self._tenants.clear()
+        self._grants.clear()
         self._forgotten += 1
 
     def _revocations_arrived(self) -> bool:
@@ -443,6 +488,11 @@ class KeyLookup:
 
     async def tenant_for_key(self, plaintext: str) -> str | None:
         """The tenant of a live key, or None for an unknown, revoked or expired one."""
+        grant = await self.grant_for_key(plaintext)
+        return None if grant is None else grant.tenant
+
+    async def grant_for_key(self, plaintext: str) -> KeyGrant | None:
+        """What a live key allows, or None for an unknown, revoked or expired one."""
         if not plaintext.startswith(KEY_PREFIX):
             return None
         key_hash = hash_key(plaintext)
@@ -450,16 +500,17 @@ class KeyLookup:
             if self._revocations_arrived():
                 self._forget()
             else:
-                remembered = self._tenants.get(key_hash)
+                remembered = self._grants.get(key_hash)
                 if remembered is not None and remembered[1] > time.monotonic():
                     return remembered[0]
         forgotten = self._forgotten
         async with self.pool.connection() as conn:
-            cursor = await conn.execute(_TENANT_OF_KEY, (key_hash,))
+            cursor = await conn.execute(_GRANT_OF_KEY, (key_hash,))
             row = await cursor.fetchone()
         if row is None:
             return None  # unknown keys are not remembered: a new key works at once
-        tenant, left = str(row[0]), row[1]
+        grant = KeyGrant(tenant=str(row[0]), scope=row[1], expires_at=row[2])
+        left = row[3]
         # Never remembered past its expiry (the server's clock says how long is left).
         keep_s = self.cache_s if left is None else min(self.cache_s, left.total_seconds())
         if keep_s > 0:
@@ -467,10 +518,10 @@ class KeyLookup:
                 self._forget()
             # Not if a revocation arrived while the query ran: its answer may predate it.
             elif self._forgotten == forgotten:
-                if len(self._tenants) >= MAX_REMEMBERED:
-                    self._tenants.clear()
-                self._tenants[key_hash] = (tenant, time.monotonic() + keep_s)
-        return tenant
+                if len(self._grants) >= MAX_REMEMBERED:
+                    self._grants.clear()
+                self._grants[key_hash] = (grant, time.monotonic() + keep_s)
+        return grant
 
     async def close(self) -> None:
         self._closed = True
@@ -488,22 +539,32 @@ class MemoryKeys:
     (tests, local experiments): the same hashing, nothing persisted."""
 
     def __init__(self) -> None:
-        # key hash → (tenant, expiry or None)
-        self._tenants: dict[str, tuple[str, datetime | None]] = {}
+        self._grants: dict[str, KeyGrant] = {}  # key hash → grant
 
-    def create(self, tenant: str, name: str, *, expires_at: datetime | None = None) -> str:
+    def create(
+        self,
+        tenant: str,
+        name: str,
+        *,
+        expires_at: datetime | None = None,
+        scope: KeyScope = READ_WRITE,
+    ) -> str:
         if not tenant.strip() or not name.strip():
             raise ValueError("an API key needs a tenant and a name")
         check_expiry(expires_at)
+        check_scope(scope)
         plaintext = new_key()
-        self._tenants[hash_key(plaintext)] = (tenant, expires_at)
+        self._grants[hash_key(plaintext)] = KeyGrant(tenant, scope, expires_at)
         return plaintext
 
+    async def grant_for_key(self, plaintext: str) -> KeyGrant | None:
+        grant = self._grants.get(hash_key(plaintext))
+        if grant is None:
+            return None
+        if grant.expires_at is not None and grant.expires_at <= datetime.now(UTC):
+            return None
+        return grant
+
     async def tenant_for_key(self, plaintext: str) -> str | None:
-        found = self._tenants.get(hash_key(plaintext))
-        if found is None:
-            return None
-        tenant, expires_at = found
-        if expires_at is not None and expires_at <= datetime.now(UTC):
-            return None
-        return tenant
+        grant = await self.grant_for_key(plaintext)
+        return None if grant is None else grant.tenant

@@ -2,12 +2,13 @@
 
 One module per resource: conversations, messages, agents (profiles and
 slots), batches, forks and pins, reads, assembly, export, events,
-compaction, search, the XML tool protocol. `install_routes` adds their routes to the app itself,
-each with the key check (`api.deps.get_tenant`) as a dependency of its own,
-so a route that forgets `RepositoryDep` is still protected. Added one by
-one, not as included routers: FastAPI matches a request against included
-routers level by level, which cost a request more CPU than its own
-validation did (docs/benchmarks.md, http_load).
+compaction, search, the XML tool protocol, and `/me` (the key itself).
+`install_routes` adds their routes to the app itself, each with the key
+check (`api.deps.get_tenant`) as a dependency of its own, so a route that
+forgets `RepositoryDep` is still protected. Added one by one, not as
+included routers: FastAPI matches a request against included routers level
+by level, which cost a request more CPU than its own validation did
+(docs/benchmarks.md, http_load).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from api.routes import agents, assembly, batches, conversations, forks, messages
 from api.routes import compaction as compaction_routes
 from api.routes import events as events_routes
 from api.routes import export as export_routes
+from api.routes import me as me_routes
 from api.routes import search as search_routes
 from api.routes import xml_tools as xml_tools_routes
 
@@ -38,6 +40,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
         compaction_routes,
         search_routes,
         xml_tools_routes,
+        me_routes,
     )
 )
 

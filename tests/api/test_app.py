@@ -10,6 +10,7 @@ from hosting.settings import Settings
 from tests.api.conftest import BASE_URL, MakeKey, brief, summarise
 
 ROUTES = {
+    ("get", "/me"),
     ("get", "/conversations"),
     ("post", "/conversations"),
     ("patch", "/conversations/{conversation_id}"),

@@ -159,3 +159,18 @@ def test_a_key_may_expire_and_the_listing_says_when(database_url: str) -> None:
     assert code == 2
     assert err.count("\n") == 1
     assert "--expires-in 'soon'" in err
+
+
+def test_a_read_only_key_is_made_and_listed_with_its_scope(database_url: str) -> None:
+    code, key, err = _convo(
+        database_url, "create", "--tenant", "acme", "--name", "analyst", "--read-only"
+    )
+    assert code == 0, err
+    assert key.strip().startswith(KEY_PREFIX)
+    assert "created read-only key" in err
+    _convo(database_url, "create", "--tenant", "acme", "--name", "agent")
+    _, listing, _ = _convo(database_url, "list", "--tenant", "acme")
+    assert "scope" in listing
+    rows = {line.split("│")[3].strip(): line for line in listing.splitlines() if "acme" in line}
+    assert "read-only" in rows["analyst"]
+    assert "read-write" in rows["agent"]
