@@ -22,6 +22,7 @@ from store.client.retrying import RetryPolicy
 from store.client.wire import DEFAULT_TIMEOUT, PAGE, Assembled, Call
 from store.domain.conversation_keys import ConversationRef
 from store.domain.feed import FeedEvent, FeedPage
+from store.domain.feed_vector import FeedVector
 from store.domain.listing import MessagePage, WindowSlice
 from store.domain.messages import MAIN_AGENT, Role, StoredMessage
 from store.domain.records import FeedPosition
@@ -285,11 +286,13 @@ class BlockingReads:
 
     # --- the feed ---------------------------------------------------------------------
 
-    def read_events(self, *, after: FeedPosition | None = None, limit: int = 100) -> FeedPage:
+    def read_events(
+        self, *, after: FeedVector | FeedPosition | str | None = None, limit: int = 100
+    ) -> FeedPage:
         return self._portal.run(self._client.read_events(after=after, limit=limit))
 
     def iter_events(
-        self, *, after: FeedPosition | None = None, page_size: int = PAGE
+        self, *, after: FeedVector | FeedPosition | str | None = None, page_size: int = PAGE
     ) -> Iterator[FeedEvent]:
         """The tenant's events after `after` (None: from the start) up to the
         feed's current end, page after page (`tail` waits for more)."""
@@ -316,7 +319,7 @@ class BlockingReads:
 
     def tail(
         self,
-        after: FeedPosition | str | None = None,
+        after: FeedVector | FeedPosition | str | None = None,
         *,
         heartbeat: float | None = None,
     ) -> Generator[FeedEvent, None, None]:

@@ -53,6 +53,7 @@ from store.postgres.optimistic import OptimisticSession, RememberedHeads
 from store.postgres.pooled import DEFAULT_OPTIONS, Pool, by_hand, errors_translated, open_pool
 from store.postgres.reads import ConversationReads
 from store.postgres.rebuild import Rebuilding
+from store.postgres.restore import Restoring
 from store.postgres.schema_revision import check_schema
 from store.postgres.search import MessageSearch
 from store.postgres.usage import TenantUsage
@@ -78,6 +79,7 @@ class PostgresStorage(
     FeedReads,
     CompactionQueries,
     Rebuilding,
+    Restoring,
     TenantUsage,
 ):
     """The storage port on PostgreSQL.

@@ -26,7 +26,8 @@ from store.domain.errors import (
     InvalidMessage,
     InvalidOperation,
 )
-from store.domain.feed import FeedEvent, parse_checkpoint
+from store.domain.feed import FeedEvent
+from store.domain.feed_vector import parse_position
 from store.domain.search import search_query
 from store.repository import ConversationRepository, Repository
 from store.repository.port import Storage
@@ -226,7 +227,7 @@ async def test_paging_iterators_read_everything_once(
     local = await _feed_of(repository, 5 + 7)
     feed = [e async for e in client.iter_events(page_size=4)]
     assert feed == local
-    after = [e async for e in client.iter_events(after=parse_checkpoint(feed[9].checkpoint))]
+    after = [e async for e in client.iter_events(after=parse_position(feed[9].checkpoint))]
     assert after == feed[10:]
 
     await client.append_messages(
