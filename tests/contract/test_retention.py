@@ -121,6 +121,7 @@ async def test_a_round_trip_gives_back_the_same_history_payloads_and_feed_events
 
     manifest = await archive_conversation(repository, conversation, tmp_path)
     assert manifest.events == conversation.version
+    assert conversation.updated_at is not None
     assert [c async for c in retention_candidates(repository, conversation.updated_at)] == []
     with pytest.raises(ConversationDeleted):
         await repository.get_conversation(key)
