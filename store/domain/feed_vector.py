@@ -125,9 +125,15 @@ def _encode(entries: Iterable[str]) -> str:
     return _encode_text(",".join(entries))
 
 
+_PREFIX = f"v{TOKEN_VERSION}."
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def _encode_text(payload: str) -> str:
-    encoded = base64.urlsafe_b64encode(payload.encode("ascii")).rstrip(b"=").decode("ascii")
-    return f"v{TOKEN_VERSION}.{encoded}"
+    # base64url without padding; binascii directly, as every event of a page
+    # is stamped with one (`stamper`).
+    encoded = binascii.b2a_base64(payload.encode("ascii"), newline=False)
+    return _PREFIX + encoded.translate(_URL_SAFE).rstrip(b"=").decode("ascii")
 
 
 def parse_position(text: str) -> FeedVector:

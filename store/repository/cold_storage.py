@@ -264,6 +264,8 @@ def read_manifest(path: Path) -> tuple[ColdManifest, Path]:
         raise InvalidOperation(
             f"{manifest_path.name} is not a cold copy's manifest: {problems}"
         ) from None
+    if manifest.file != f"{manifest.stream_id}{EVENTS_SUFFIX}":
+        raise InvalidOperation(f"{manifest_path.name}: its file is not its stream id's")
     if manifest.stream_id != stream_id(manifest.tenant, manifest.conversation_id):
         raise InvalidOperation(
             f"{manifest_path.name}: its stream id does not match its tenant and id"

@@ -76,6 +76,7 @@ def test_what_callers_pass_as_after() -> None:
     assert as_vector("3-4") == FeedVector.single(position)
     assert position_token(position) == FeedVector.single(position).token()
     assert position_token("anything") == "anything"  # the server checks it
+    assert parse_position(FeedVector.origin().token()) == FeedVector.origin()  # every origin
 
 
 @pytest.mark.parametrize(
