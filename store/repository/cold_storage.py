@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from store.domain.codec import without_default_kind
 from store.domain.conversation_keys import stream_id
 from store.domain.errors import ConvoStoreError, InvalidOperation
+from store.domain.events import EVENT_TYPES, from_data
 from store.domain.feed import FeedEvent
 from store.domain.listing import conversation_query
 from store.domain.values import Conversation
@@ -185,16 +186,22 @@ def _read_events(path: Path, conversation_id: str) -> Iterator[FeedEvent]:
             yield event
 
 
-def verify_cold_copy(path: Path, conversation_id: str, *, events: int, events_sha256: str) -> None:
-    """`ColdCopyMismatch` unless the file reads back as `events` events whose
-    hash is `events_sha256`."""
+def read_back(path: Path, conversation_id: str) -> tuple[int, str]:
+    """How many events the cold copy holds, and their hash (`events_sha256`)."""
     digest = _Digest()
     for event in _read_events(path, conversation_id):
         digest.add(event)
-    if (digest.events, digest.hexdigest) != (events, events_sha256):
+    return digest.events, digest.hexdigest
+
+
+def verify_cold_copy(path: Path, conversation_id: str, *, events: int, events_sha256: str) -> None:
+    """`ColdCopyMismatch` unless the file reads back as `events` events whose
+    hash is `events_sha256`."""
+    found, sha256 = read_back(path, conversation_id)
+    if (found, sha256) != (events, events_sha256):
         raise ColdCopyMismatch(
-            f"{path.name} reads back as {digest.events} events (hash {digest.hexdigest[:12]}),"
-            f" not the {events} (hash {events_sha256[:12]}) copied; nothing was deleted"
+            f"{path.name} reads back as {found} events (hash {sha256[:12]}),"
+            f" not the {events} (hash {events_sha256[:12]}) it should hold"
         )
 
 
@@ -284,9 +291,24 @@ def check_cold_copy(manifest: ColdManifest, path: Path) -> None:
     )
 
 
+def _check_payload(path: Path, event: FeedEvent) -> None:
+    """`ColdCopyMismatch` unless the event is one the log can hold (the
+    replay would fail on it inside the restore's transaction, less clearly)."""
+    try:
+        if event.type not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {event.type[:40]!r}")
+        from_data(event.type, event.data)
+    except (ValidationError, ValueError, KeyError, TypeError) as error:
+        problem = error.errors()[0]["msg"] if isinstance(error, ValidationError) else error
+        raise ColdCopyMismatch(
+            f"{path.name} version {event.version} is not an event the log can hold: {problem}"
+        ) from None
+
+
 async def _restored_pages(path: Path, conversation_id: str) -> AsyncIterator[list[RestoredEvent]]:
     page: list[RestoredEvent] = []
     for event in _read_events(path, conversation_id):
+        _check_payload(path, event)
         data = dict(event.data)
         if event.type == "message_appended" and isinstance(data.get("message"), dict):
             data["message"] = without_default_kind(dict(data["message"]))

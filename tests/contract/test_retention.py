@@ -11,6 +11,7 @@ archived conversations, and the PostgreSQL contract run shares a database.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import uuid
 from pathlib import Path
@@ -33,6 +34,7 @@ from store.repository.cold_storage import (
     ColdCopyMismatch,
     archive_conversation,
     cold_paths,
+    read_back,
     restore_cold_copy,
     retention_candidates,
 )
@@ -267,3 +269,38 @@ async def test_a_tampered_copy_or_manifest_is_refused_and_writes_nothing(
         await repository.get_conversation(key)  # nothing was written
     await restore_cold_copy(repository, manifest)
     assert (await repository.get_conversation(key)).archived
+
+
+async def test_a_forged_copy_of_events_the_log_cannot_hold_writes_nothing(
+    tenant_repository: Repository, tmp_path: Path
+) -> None:
+    """A copy whose manifest was made to match it, but whose events are not
+    ones the log can hold, is refused before anything is written."""
+    repository = tenant_repository
+    key = await a_rich_conversation(repository, "forged")
+    await archive_conversation(repository, await repository.get_conversation(key), tmp_path)
+    copy, manifest = cold_paths(tmp_path, repository.tenant, key)
+    lines = [json.loads(line) for line in copy.read_text().splitlines()]
+    for change in (
+        {"type": "tables_dropped"},
+        {"data": {"seq": "one", "batch": 1, "message": {"role": "user", "content": "x"}}},
+    ):
+        forged = [*lines[:3], {**lines[3], **change}, *lines[4:]]
+        copy.write_text("".join(json.dumps(line) + "\n" for line in forged))
+        events, events_sha256 = read_back(copy, key)
+        written = json.loads(manifest.read_text())
+        file_sha256 = hashlib.sha256(copy.read_bytes()).hexdigest()
+        manifest.write_text(
+            json.dumps(
+                {
+                    **written,
+                    "events": events,
+                    "events_sha256": events_sha256,
+                    "file_sha256": file_sha256,
+                }
+            )
+        )
+        with pytest.raises(ColdCopyMismatch, match="version 4 is not an event the log can hold"):
+            await restore_cold_copy(repository, copy)
+        with pytest.raises(ConversationDeleted):
+            await repository.get_conversation(key)
