@@ -27,7 +27,7 @@ from store.domain.errors import (
     InvalidOperation,
 )
 from store.domain.feed import FeedEvent
-from store.domain.feed_vector import parse_position
+from store.domain.feed_vector import FIRST_PARTITION, parse_position
 from store.domain.search import search_query
 from store.repository import ConversationRepository, Repository
 from store.repository.port import Storage
@@ -229,6 +229,12 @@ async def test_paging_iterators_read_everything_once(
     assert feed == local
     after = [e async for e in client.iter_events(after=parse_position(feed[9].checkpoint))]
     assert after == feed[10:]
+    # A position of before partitions (of the first partition) resumes at the same place.
+    old = parse_position(feed[9].checkpoint).at(FIRST_PARTITION)
+    assert [e async for e in client.iter_events(after=old)] == feed[10:]
+    assert [e async for e in client.iter_events(after=f"{old.transaction_id}-{old.position}")] == (
+        feed[10:]
+    )
 
     await client.append_messages(
         "c1", [{"role": "user", "content": f"deploy {n}"} for n in range(5)]
