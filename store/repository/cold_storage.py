@@ -213,6 +213,9 @@ async def archive_conversation(
         raise InvalidOperation(f"conversation {conversation.id} is not archived; it stays")
     key = conversation.id
     path, manifest_path = cold_paths(directory, repository.tenant, key)
+    # A copy written again (a run that failed, a conversation archived once
+    # more) has no manifest until it is verified: an old one must not vouch for it.
+    manifest_path.unlink(missing_ok=True)
     digest = _Digest()
     last_version = 0
     with _written_durably(path) as file:

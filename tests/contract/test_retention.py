@@ -187,6 +187,15 @@ async def test_a_copy_that_does_not_verify_deletes_nothing(
     await restore_cold_copy(repository, copy)
     assert await everything(repository, key) == before
 
+    # Moved again, a copy that does not verify leaves no manifest: not even
+    # the one of the copy before, which would vouch for a file it never saw.
+    with monkeypatch.context() as patched:
+        patched.setattr(cold_storage, "verify_cold_copy", fails)
+        with pytest.raises(ColdCopyMismatch):
+            await archive_conversation(repository, await repository.get_conversation(key), tmp_path)
+    assert not manifest.exists()
+    assert await everything(repository, key) == before
+
 
 async def test_a_failed_delete_after_the_copy_loses_nothing(
     tenant_repository: Repository, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
