@@ -56,8 +56,7 @@ from bench.harness import (
 from bench.report import comparison
 from bench.workload import Script, as_messages
 from hosting.settings import Settings
-from store.domain.feed import parse_checkpoint
-from store.domain.records import FeedPosition
+from store.domain.feed_vector import FeedVector, parse_position
 from store.postgres.feed import READ_FEED
 from store.repository import Repository
 
@@ -215,11 +214,11 @@ async def feed(repository: Repository, url: str, settings: Settings) -> dict[str
     conn = await raw_async_connection(url, settings)
 
     async def store_read() -> int:
-        count, after = 0, FeedPosition.start()
+        count, after = 0, FeedVector.origin()
         while True:
             page = await store.read_events(after=after, limit=PAGE)
             count += len(page.events)
-            after = parse_checkpoint(page.next)
+            after = parse_position(page.next)
             if not page.more:
                 return count
 

@@ -38,11 +38,18 @@ def _fail(problem: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     return typer.Exit(code=code)
 
 
+def parse_age(text: str) -> timedelta | None:
+    """An age such as `90m`, `24h`, `7d` (or `30s`); None if `text` is not one."""
+    age = _AGE.fullmatch(text.strip())
+    if age is None or len(age[1]) > 5:  # 99999d (273 years) before now is still a date
+        return None
+    return timedelta(**{_UNITS[age[2]]: int(age[1])})
+
+
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """An ISO 8601 time (UTC unless it says otherwise) or an age before now."""
-    age = _AGE.fullmatch(text.strip())
-    if age is not None:
-        delta = timedelta(**{_UNITS[age[2]]: int(age[1])})
+    delta = parse_age(text)
+    if delta is not None:
         return (now or datetime.now(UTC)) - delta
     try:
         found = datetime.fromisoformat(text.strip())

@@ -3,9 +3,11 @@
     convo tail [--tenant T] [--after CHECKPOINT] [--count N]
 
 Without `--after` it starts from now; `--after 0-0` replays the whole feed
-first. Each line is a `store.domain.feed.FeedEvent`, whose `checkpoint` resumes
-right after it. Interrupted (Ctrl-C), it says on stderr where to resume.
-An event that commits late is never skipped (store.domain.feed).
+first. `--after` takes an event's `checkpoint` (a token holding a position
+per partition of the feed) or a checkpoint of before partitions. Each line
+is a `store.domain.feed.FeedEvent`, whose `checkpoint` resumes right after
+it. Interrupted (Ctrl-C), it says on stderr where to resume. An event that
+commits late is never skipped (store.domain.feed).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import typer
 
 from hosting.settings import Settings
 from store.domain.errors import ConvoStoreError, StorageFailure
-from store.domain.records import FeedPosition
+from store.domain.feed_vector import FeedVector
 
 EXIT_BAD_INPUT = 2
 
@@ -37,10 +39,10 @@ def tail_command(
     count: Annotated[int | None, typer.Option(min=1, help="Stop after this many events.")] = None,
 ) -> None:
     """Print the tenant's events as they arrive, one JSON line each."""
-    from store.domain.feed import parse_checkpoint
+    from store.domain.feed_vector import parse_position
 
     try:
-        start = parse_checkpoint(after) if after is not None else None
+        start = parse_position(after) if after is not None else None
     except ConvoStoreError as error:
         raise _fail(str(error)) from None
 
@@ -66,7 +68,7 @@ async def _tail(
     url: str,
     settings: Settings,
     tenant: str,
-    start: FeedPosition | None,
+    start: FeedVector | None,
     count: int | None,
     reached: list[str],
 ) -> None:

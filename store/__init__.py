@@ -27,6 +27,7 @@ from store.domain.errors import (
     StorageFailure,
     StorageUnavailable,
 )
+from store.domain.feed_vector import FeedVector
 from store.domain.messages import (
     MAIN_AGENT,
     ImagePart,
@@ -54,6 +55,7 @@ __all__ = [
     "ConversationNotFound",
     "ConvoStoreError",
     "FeedPosition",
+    "FeedVector",
     "IdempotencyConflict",
     "ImagePart",
     "InvalidMessage",

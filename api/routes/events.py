@@ -1,6 +1,11 @@
 """The event feed for downstream consumers: pages of the key's tenant's
 events, one conversation's events, and a live tail as Server-Sent Events.
 
+A reader's place is a checkpoint: an opaque token holding a position per
+partition of the feed (store.domain.feed_vector); the checkpoint of before
+partitions, `<transaction_id>-<position>`, is still read. A token that is
+not one is a 422 naming what is wrong with it, before anything streams.
+
 The tail (`GET /events/stream`) sends each event as
 
     id: <checkpoint>
@@ -38,22 +43,25 @@ from store.domain.feed import (
     MAX_FEED_LIMIT,
     ConversationEvents,
     FeedPage,
-    parse_checkpoint,
 )
+from store.domain.feed_vector import MAX_TOKEN_CHARS, FeedVector
 from store.domain.inputs import MAX_BIGINT
 from store.repository import Repository
 
 router = APIRouter(tags=["events"], responses=CONVERSATION_ERRORS, route_class=JSONRoute)
 
-CHECKPOINT = r"^\d{1,19}-\d{1,19}$"
+# The characters a token (or a checkpoint of before partitions) is made of;
+# what it says is checked by `Repository.feed_position`, which names the problem.
+CHECKPOINT = r"^[A-Za-z0-9._-]+$"
 
 AfterQuery = Annotated[
     str | None,
     Query(
         pattern=CHECKPOINT,
+        max_length=MAX_TOKEN_CHARS,
         description="A checkpoint (`next` of the previous page, or an event's `checkpoint`):"
-        " the events after it. Omitted: from the beginning (`0-0`).",
-        examples=["0-0"],
+        " the events after it. Omitted: from the beginning.",
+        examples=["v1.MDo4MTItNDAzMTE"],
     ),
 ]
 LimitQuery = Annotated[
@@ -72,8 +80,7 @@ async def read_events(
     """Every event of the key's tenant's conversations, in one order every
     reader shares, never skipping one that commits late. Read on with
     `after=next`; `more: false` means the feed is read to its current end."""
-    position = None if after is None else parse_checkpoint(after)
-    return await repository.read_events(after=position, limit=limit)
+    return await repository.read_events(after=after, limit=limit)
 
 
 @router.get(
@@ -99,10 +106,10 @@ async def read_conversation_events(
 
 
 async def _server_sent_events(
-    repository: Repository, after: str, heartbeat: float
+    repository: Repository, after: FeedVector, heartbeat: float
 ) -> AsyncIterator[bytes]:
     yield b": connected\n\n"
-    async for page in repository.tail(parse_checkpoint(after), heartbeat=heartbeat):
+    async for page in repository.tail(after, heartbeat=heartbeat):
         if not page.events:
             yield f": heartbeat\nid: {page.next}\n\n".encode()
             continue
@@ -144,9 +151,10 @@ async def tail_events(
         str | None,
         Query(
             pattern=CHECKPOINT,
+            max_length=MAX_TOKEN_CHARS,
             description="Start after this checkpoint. Omitted (and no Last-Event-ID):"
             " only events from now on.",
-            examples=["0-0"],
+            examples=["v1.MDo4MTItNDAzMTE"],
         ),
     ] = None,
     last_event_id: Annotated[
@@ -154,6 +162,7 @@ async def tail_events(
         Header(
             alias="Last-Event-ID",
             pattern=CHECKPOINT,
+            max_length=MAX_TOKEN_CHARS,
             description="Sent by a reconnecting EventSource: resume after it (wins over `after`).",
         ),
     ] = None,
@@ -170,13 +179,15 @@ async def tail_events(
     event that commits late is never skipped. When the key is revoked or
     expires, the stream ends within a second with an `error` event whose
     data is the problem (`Unauthorized`)."""
-    resume = last_event_id or after
-    if resume is None:
-        # Read here, not in the stream: a database that is down is a 503.
-        head = await repository.feed_head()
-        resume = f"{head.transaction_id}-{head.position}"
+    given = last_event_id or after
+    # Checked and read here, not in the stream: a bad token is a 422 and a
+    # database that is down a 503, not a stream that breaks.
+    if given is None:
+        start = await repository.feed_head()
+    else:
+        start = repository.feed_position(given)
     return StreamingResponse(
-        watch.guard(_server_sent_events(repository, resume, heartbeat), sse_ended()),
+        watch.guard(_server_sent_events(repository, start, heartbeat), sse_ended()),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

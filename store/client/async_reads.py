@@ -20,7 +20,8 @@ from store.client.retrying import retryable, wait_before_retry
 from store.client.sse import EventStreamReader
 from store.client.wire import PAGE, Assembled
 from store.domain.conversation_keys import ConversationRef
-from store.domain.feed import FeedEvent, FeedPage, checkpoint, parse_checkpoint
+from store.domain.feed import FeedEvent, FeedPage
+from store.domain.feed_vector import FeedVector, position_token
 from store.domain.listing import MessagePage, WindowSlice
 from store.domain.messages import MAIN_AGENT, Role, StoredMessage
 from store.domain.records import FeedPosition
@@ -237,11 +238,13 @@ class AsyncReads(AsyncSender):
 
     # --- the feed ---------------------------------------------------------------------
 
-    async def read_events(self, *, after: FeedPosition | None = None, limit: int = 100) -> FeedPage:
+    async def read_events(
+        self, *, after: FeedVector | FeedPosition | str | None = None, limit: int = 100
+    ) -> FeedPage:
         return await self.call(calls.read_events(after, limit))
 
     async def iter_events(
-        self, *, after: FeedPosition | None = None, page_size: int = PAGE
+        self, *, after: FeedVector | FeedPosition | str | None = None, page_size: int = PAGE
     ) -> AsyncIterator[FeedEvent]:
         """The tenant's events after `after` (None: from the start) up to the
         feed's current end, page after page (`tail` waits for more)."""
@@ -249,7 +252,7 @@ class AsyncReads(AsyncSender):
             page = await self.read_events(after=after, limit=page_size)
             for event in page.events:
                 yield event
-            after = parse_checkpoint(page.next)
+            after = page.next  # the token as the service wrote it: read on from it
             if not page.more:
                 return
 
@@ -276,7 +279,7 @@ class AsyncReads(AsyncSender):
 
     async def tail(
         self,
-        after: FeedPosition | str | None = None,
+        after: FeedVector | FeedPosition | str | None = None,
         *,
         heartbeat: float | None = None,
     ) -> AsyncGenerator[FeedEvent, None]:
@@ -287,7 +290,7 @@ class AsyncReads(AsyncSender):
         (`Last-Event-ID`), so no event is skipped or repeated; the breaks
         in a row are retried as `retry` says. Close it (`aclose()`, or
         iterate it in `contextlib.aclosing`) to close the stream at once."""
-        reader = EventStreamReader(checkpoint(after) if isinstance(after, FeedPosition) else after)
+        reader = EventStreamReader(position_token(after))
         params = wire.query(heartbeat=heartbeat)
         failures = 0
         while True:

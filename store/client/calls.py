@@ -38,7 +38,8 @@ from store.client.wire import (
 )
 from store.domain.context import AgentProfile, TodoItem
 from store.domain.conversation_keys import ConversationRef, conversation_key
-from store.domain.feed import FeedEvent, FeedPage, checkpoint
+from store.domain.feed import FeedEvent, FeedPage
+from store.domain.feed_vector import FeedVector, position_token
 from store.domain.listing import ConversationPage, ConversationQuery, MessagePage, WindowSlice
 from store.domain.messages import Content, Message, Role, StoredMessage
 from store.domain.operations import (
@@ -417,11 +418,11 @@ def export(conversation_id: ConversationRef, *, events: bool) -> Call[None]:
 # --- the feed ------------------------------------------------------------------------
 
 
-def read_events(after: FeedPosition | None, limit: int) -> Call[FeedPage]:
+def read_events(after: FeedVector | FeedPosition | str | None, limit: int) -> Call[FeedPage]:
     return Call(
         method="GET",
         path="/events",
-        params=query(after=None if after is None else checkpoint(after), limit=limit),
+        params=query(after=position_token(after), limit=limit),
         read=answer_of(FeedPage),
         replayable=True,
     )

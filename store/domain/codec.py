@@ -211,6 +211,14 @@ def with_kind(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def without_default_kind(data: dict[str, Any]) -> dict[str, Any]:
+    """A message's JSON as the log stores it: `with_kind` undone (changed in
+    place), for an event put back as it was recorded."""
+    if data.get("kind") == STORED_DEFAULT_KIND[data["role"]].value:
+        del data["kind"]
+    return data
+
+
 def stored_kind(data: Mapping[str, Any]) -> str:
     """A stored message's kind, its role's default when the log left it out."""
     kind: str | None = data.get("kind")

@@ -7,8 +7,9 @@ same feed with the other tenants' events filtered out *in SQL*: the events
 table has no tenant column, so a page joins each event to its
 conversation's stream row (`conversations.tenant`, by primary key).
 
-A checkpoint is a position in the global feed, written `<transaction_id>-
-<position>` (`0-0`: the beginning). A page scans at most `scan_limit(limit)`
+A checkpoint is a reader's place in the feed: a vector of positions, one
+per partition, as an opaque token (store.domain.feed_vector; a single server
+is one partition). A page scans at most `scan_limit(limit)`
 events of the global feed and returns the tenant's among them, at most
 `limit`; its `next` checkpoint is the last event it *scanned*, so a reader of
 a quiet tenant moves past the other tenants' events instead of scanning them
@@ -28,7 +29,6 @@ wakes waiters at once (an `asyncio.Condition`).
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -37,33 +37,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from store.domain.codec import with_kind
 from store.domain.errors import InvalidOperation
-from store.domain.records import FeedPosition
 
 MAX_FEED_LIMIT = 1000
 SCAN_FACTOR = 10  # a page scans at most this many global events per event it may return
 HEARTBEAT_SECONDS = 15.0
 
-_CHECKPOINT = re.compile(r"(\d{1,19})-(\d{1,19})")
-
 
 def scan_limit(limit: int) -> int:
     """How many events of the global feed a page of `limit` scans at most."""
     return limit * SCAN_FACTOR
-
-
-def checkpoint(position: FeedPosition) -> str:
-    return f"{position.transaction_id}-{position.position}"
-
-
-def parse_checkpoint(text: str) -> FeedPosition:
-    """`<transaction_id>-<position>` as a position; InvalidOperation if not one."""
-    found = _CHECKPOINT.fullmatch(text.strip())
-    if found is None:
-        raise InvalidOperation(
-            f"not a feed checkpoint: {text[:40]!r}; expected '<transaction_id>-<position>',"
-            " e.g. '0-0' for the beginning"
-        )
-    return FeedPosition(transaction_id=int(found[1]), position=int(found[2]))
 
 
 def check_limit(limit: int) -> None:
@@ -115,8 +97,7 @@ class ChangedConversation(_Value):
 def event_from_row(
     *,
     conversation: str,
-    transaction_id: int,
-    position: int,
+    checkpoint: str,
     version: int,
     type_: str,
     data: dict[str, Any],
@@ -125,7 +106,7 @@ def event_from_row(
     if type_ == "message_appended":
         with_kind(data["message"])  # the log leaves a role's default kind out
     return FeedEvent.model_construct(
-        checkpoint=f"{transaction_id}-{position}",
+        checkpoint=checkpoint,
         conversation_id=conversation,
         version=version,
         type=type_,

@@ -37,12 +37,14 @@ import contextlib
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from store.domain.commands import Limits
-from store.domain.feed import ChangedConversation, FeedEvent, FeedPage, checkpoint, scan_limit
+from store.domain.errors import ConversationExists
+from store.domain.feed import ChangedConversation, FeedEvent, FeedPage, scan_limit
+from store.domain.feed_vector import FIRST_PARTITION, FeedVector
 from store.domain.messages import ROLES
 from store.domain.projector import (
     ViewHead,
@@ -53,8 +55,13 @@ from store.memory.tables import (
     EventRecord,
     StreamRecord,
     Tables,
+    Views,
 )
-from store.memory.write_session import MemoryRebuildSession, MemoryWriteSession
+from store.memory.write_session import (
+    MemoryRebuildSession,
+    MemoryRestoreSession,
+    MemoryWriteSession,
+)
 from store.repository import DEFAULT_TENANT, Repository
 from store.repository.port import (
     PLAIN_WRITE,
@@ -68,15 +75,41 @@ from store.repository.port import (
 __all__ = ["InMemoryRepository", "MemoryStorage"]
 
 
-def _feed_event(key: str, event: RecordedEvent | EventRecord) -> FeedEvent:
+# One partition of the feed, as a single PostgreSQL server is.
+FEED_PARTITION = FIRST_PARTITION
+_ALONE = FeedVector.origin().stamper(FEED_PARTITION)
+
+
+def _feed_event(
+    key: str, event: RecordedEvent | EventRecord, stamp: Callable[[int, int], str] = _ALONE
+) -> FeedEvent:
     return FeedEvent(
-        checkpoint=f"{event.transaction_id}-{event.position}",
+        checkpoint=stamp(event.transaction_id, event.position),
         conversation_id=key,
         version=event.version,
         type=event.type,
         recorded_at=event.recorded_at,
         data=event.data,
     )
+
+
+def _put_back(
+    tables: Tables,
+    cid: uuid.UUID,
+    row: StreamRecord | None,
+    events: list[EventRecord] | None,
+    views: Views | None,
+) -> None:
+    """A conversation's rows as they were before a restore that failed."""
+    tables.streams.pop(cid, None)
+    tables.events.pop(cid, None)
+    tables.views.pop(cid, None)
+    if row is not None:
+        tables.streams[cid] = row
+    if events is not None:
+        tables.events[cid] = events
+    if views is not None:
+        tables.views[cid] = views
 
 
 # --- the storage ------------------------------------------------------------------
@@ -174,9 +207,11 @@ class MemoryStorage(MemoryReads):
         start = (after.transaction_id, after.position)
         return [e for e in events if (e.transaction_id, e.position) > start][:limit]
 
-    async def feed_head(self) -> FeedPosition:
+    feed_partitions: tuple[str, ...] = (FEED_PARTITION,)
+
+    async def feed_head(self) -> FeedVector:
         last = await self.read_feed(FeedPosition.start(), limit=10**12)
-        return last[-1].feed_position if last else FeedPosition.start()
+        return FeedVector.single(last[-1].feed_position if last else FeedPosition.start())
 
     async def conversation_ids(self) -> list[uuid.UUID]:
         return sorted(self._tables.streams)
@@ -242,22 +277,24 @@ class MemoryStorage(MemoryReads):
 
     # --- export and the tenant feed (store.domain.feed, store.repository.export) ---
 
-    async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
+    async def tenant_feed(self, tenant: str, after: FeedVector, limit: int) -> FeedPage:
         # As on PostgreSQL: at most `scan_limit` events of the global feed
         # scanned, the page ends at the last one within it.
         scan = scan_limit(limit)
-        scanned = await self.read_feed(after, scan)
+        scanned = await self.read_feed(after.at(FEED_PARTITION), scan)
         streams = self._tables.streams
+        stamp = after.stamper(FEED_PARTITION)
         events: list[FeedEvent] = []
-        last = after
+        last: FeedPosition | None = None
         for e in scanned:
             if len(events) == limit and streams[e.conversation_id].tenant == tenant:
                 break
             last = e.feed_position
             if streams[e.conversation_id].tenant == tenant:
-                events.append(_feed_event(streams[e.conversation_id].key, e))
+                events.append(_feed_event(streams[e.conversation_id].key, e, stamp))
+        following = after.token() if last is None else stamp(last.transaction_id, last.position)
         return FeedPage(
-            events=events, next=checkpoint(last), more=len(scanned) >= scan or len(events) >= limit
+            events=events, next=following, more=len(scanned) >= scan or len(events) >= limit
         )
 
     async def conversation_events(
@@ -295,6 +332,32 @@ class MemoryStorage(MemoryReads):
             stream.next_seq, stream.current_batch, stream.archived_at = 1, 1, None
             stream.agent_batches = {}
             yield MemoryRebuildSession(self._tables, conversation_id)
+
+    @asynccontextmanager
+    async def restoring(
+        self, conversation_id: uuid.UUID, tenant: str, key: str
+    ) -> AsyncIterator[MemoryRestoreSession]:
+        tables, cid = self._tables, conversation_id
+        async with self._locks[cid]:
+            row = tables.streams.get(cid)
+            if row is not None and row.deleted_at is None and row.version > 0:
+                raise ConversationExists(key, row.version)
+            # As one transaction: what was there comes back if the block fails.
+            saved = (row, tables.events.pop(cid, None), tables.views.pop(cid, None))
+            requests = tables.requests.pop(cid, None)
+            now = datetime.now(UTC)
+            tables.streams[cid] = StreamRecord(
+                tenant=tenant, key=key, created_at=now, updated_at=now
+            )
+            try:
+                yield MemoryRestoreSession(tables, cid)
+            except BaseException:
+                _put_back(tables, cid, *saved)
+                if requests is not None:
+                    tables.requests[cid] = requests
+                raise
+        async with tables.feed_moved:
+            tables.feed_moved.notify_all()
 
     async def tenant_usage(self, tenant: str) -> tuple[int, int]:
         """(conversations not deleted, bytes of their log as JSON) of `tenant`."""

@@ -33,10 +33,12 @@ from store.memory.tables import (
 from store.repository.port import (
     CurrentWindow,
     ForkSource,
+    RestoredEvent,
     StaleHead,
     StoredRequest,
     StreamRow,
     Write,
+    check_restored_order,
     fork_windows,
 )
 
@@ -229,3 +231,35 @@ class MemoryRebuildSession:
 
     async def apply(self, changes: Changes) -> None:
         apply_changes(self.tables, self.conversation_id, changes)
+
+
+class MemoryRestoreSession(MemoryRebuildSession):
+    """A conversation put back (`Storage.restoring`): its events as they were
+    recorded, under one new transaction, then the rebuild's replay."""
+
+    def __init__(self, tables: Tables, cid: uuid.UUID) -> None:
+        super().__init__(tables, cid)
+        self.version = 0
+
+    async def insert(self, events: Sequence[RestoredEvent]) -> None:
+        check_restored_order(self.version, events)
+        if not events:
+            return
+        tables, cid = self.tables, self.conversation_id
+        transaction = next(tables.transactions)
+        tables.events[cid].extend(
+            EventRecord(
+                position=next(tables.positions),
+                version=e.version,
+                type=e.type,
+                data=e.data,
+                recorded_at=e.recorded_at,
+                transaction_id=transaction,
+            )
+            for e in events
+        )
+        stream = tables.streams[cid]
+        if self.version == 0:
+            stream.created_at = events[0].recorded_at
+        self.version = stream.version = events[-1].version
+        stream.updated_at = events[-1].recorded_at

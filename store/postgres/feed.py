@@ -26,25 +26,36 @@ convo-store keeps a transaction open across an LLM call.
 A tenant's page, an export's changed conversations, and the wait of a
 caught-up tail (`feed_signal`) are here too: everything that reads the
 log across conversations.
+
+One server is one partition of the feed (`FEED_PARTITION`): a reader's
+place is a vector of per-partition positions (store.domain.feed_vector),
+of which this server reads and moves its own entry.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
 from store.domain.feed import (
     ChangedConversation,
     FeedEvent,
     FeedPage,
-    checkpoint,
     event_from_row,
     scan_limit,
 )
+from store.domain.feed_vector import FIRST_PARTITION, FeedVector
 from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres.feed_signal import FeedSignal
 from store.postgres.pooled import Pooled, Row
+
+# The partition of the feed this server is: its transaction ids order it.
+FEED_PARTITION = FIRST_PARTITION
+# An event read outside a page (one conversation's, an export's) is checkpointed
+# as a vector naming only this partition.
+_ALONE = FeedVector.origin().stamper(FEED_PARTITION)
 
 # Only transactions below our snapshot's xmin are finished for certain.
 _HORIZON = "(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint"
@@ -120,15 +131,15 @@ CHANGED_CONVERSATIONS = (
 )
 
 
-def feed_event(row: Row) -> FeedEvent:
+def feed_event(row: Row, stamp: Callable[[int, int], str] = _ALONE) -> FeedEvent:
     """An event of a tenant's feed or of an export, from its row's first
     seven columns: transaction, position, conversation (its client's id),
-    version, type, data, time."""
+    version, type, data, time; `stamp` makes its checkpoint from its
+    transaction and position."""
     tx, position, conversation, version, type_, data, recorded_at = row[:7]
     return event_from_row(
         conversation=conversation,
-        transaction_id=tx,
-        position=position,
+        checkpoint=stamp(tx, position),
         version=version,
         type_=type_,
         data=data,
@@ -141,6 +152,7 @@ class FeedReads(Pooled):
     (`storage.PostgresStorage`)."""
 
     _feed_signal: FeedSignal
+    feed_partitions: tuple[str, ...] = (FEED_PARTITION,)
 
     async def read_feed(self, after: FeedPosition, limit: int) -> list[RecordedEvent]:
         """The next events after `after`, in feed order."""
@@ -160,13 +172,13 @@ class FeedReads(Pooled):
             )
         ]
 
-    async def feed_head(self) -> FeedPosition:
+    async def feed_head(self) -> FeedVector:
         """Where a tailing reader that wants only future events starts."""
         async with self._connection() as conn:
             cursor = await conn.execute(FEED_HEAD)
             row = await cursor.fetchone()
         assert row is not None
-        return FeedPosition(transaction_id=row[0], position=row[1])
+        return FeedVector.single(FeedPosition(transaction_id=row[0], position=row[1]))
 
     async def feed_lag(self) -> float:
         """Seconds the feed's horizon is behind now (0: nothing holds it back)."""
@@ -175,24 +187,25 @@ class FeedReads(Pooled):
             row = await cursor.fetchone()
         return float(row[0]) if row is not None else 0.0
 
-    async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
+    async def tenant_feed(self, tenant: str, after: FeedVector, limit: int) -> FeedPage:
         """The tenant's next events after `after`, and where the next page starts."""
         scan = scan_limit(limit)
+        start = after.at(FEED_PARTITION)
         params = {
             "tenant": tenant,
-            "tx": after.transaction_id,
-            "pos": after.position,
+            "tx": start.transaction_id,
+            "pos": start.position,
             "scan": scan,
             "limit": limit,
         }
         rows = await self._analyst_rows(READ_TENANT_FEED, params)
-        events = [feed_event(row) for row in rows if row[7]]  # the tenant's: `mine`
-        last = FeedPosition(transaction_id=rows[-1][0], position=rows[-1][1]) if rows else after
+        stamp = after.stamper(FEED_PARTITION)
+        events = [feed_event(row, stamp) for row in rows if row[7]]  # the tenant's: `mine`
         # The last row is the last scanned, unless the page filled up first.
         scanned = rows[-1][-1] if rows else 0
         return FeedPage(
             events=events,
-            next=checkpoint(last),
+            next=stamp(rows[-1][0], rows[-1][1]) if rows else after.token(),
             more=scanned >= scan or len(events) >= limit,
         )
 

@@ -61,6 +61,7 @@ from store.postgres.replicas import (
     SkipListener,
     open_replica_set,
 )
+from store.postgres.restore import Restoring
 from store.postgres.schema_revision import check_schema
 from store.postgres.search import MessageSearch
 from store.postgres.usage import TenantUsage
@@ -86,6 +87,7 @@ class PostgresStorage(
     FeedReads,
     CompactionQueries,
     Rebuilding,
+    Restoring,
     TenantUsage,
 ):
     """The storage port on PostgreSQL.

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from store.domain.feed import FeedEvent
 from store.domain.messages import MessageKind, StoredMessage
 from store.repository import Repository
 
@@ -95,17 +96,25 @@ async def event_pages(
     page_size: int = PAGE_SIZE,
 ) -> AsyncIterator[bytes]:
     """The conversation's raw events as JSONL, one chunk per page, by version."""
+    async for page in event_batches(repository, conversation_id, page_size=page_size):
+        lines = [e.model_dump(mode="json") for e in page]
+        if name is not None:
+            for line in lines:
+                line["conversation_id"] = name
+        yield _encode(lines)
+
+
+async def event_batches(
+    repository: Repository, conversation_id: str | uuid.UUID, *, page_size: int = PAGE_SIZE
+) -> AsyncIterator[list[FeedEvent]]:
+    """The conversation's events, a page of `page_size` at a time, by version."""
     version = 1
     while True:
         page = await repository.conversation_events(
             conversation_id, from_version=version, limit=page_size
         )
-        lines = [e.model_dump(mode="json") for e in page]
-        if name is not None:
-            for line in lines:
-                line["conversation_id"] = name
-        if lines:
-            yield _encode(lines)
+        if page:
+            yield page
         if len(page) < page_size:
             return
         version = page[-1].version + 1

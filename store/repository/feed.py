@@ -14,6 +14,7 @@ from store.domain import feed
 from store.domain.conversation_keys import addressed
 from store.domain.errors import InvalidOperation
 from store.domain.feed import ChangedConversation, FeedEvent, FeedPage
+from store.domain.feed_vector import FeedVector, as_vector, parse_position
 from store.domain.records import FeedPosition
 from store.repository.write_path import RepositoryPart
 
@@ -21,19 +22,31 @@ from store.repository.write_path import RepositoryPart
 class Feed(RepositoryPart):
     """The tenant's events, in feed order."""
 
-    async def read_events(self, *, after: FeedPosition | None = None, limit: int = 100) -> FeedPage:
+    def feed_position(self, after: FeedVector | FeedPosition | str) -> FeedVector:
+        """`after` as a vector of this feed's partitions: a token (or a
+        checkpoint from before partitions) parsed, a position as one of the
+        first partition; `InvalidOperation` naming what is wrong, or a
+        partition this feed does not have."""
+        vector = as_vector(after)
+        assert vector is not None
+        return vector.check_partitions(self.storage.feed_partitions)
+
+    async def read_events(
+        self, *, after: FeedVector | FeedPosition | str | None = None, limit: int = 100
+    ) -> FeedPage:
         """This tenant's events after the checkpoint `after` (None: from the
         start), in feed order; an event that commits late is never skipped."""
         feed.check_limit(limit)
-        return await self.storage.tenant_feed(self.tenant, after or FeedPosition.start(), limit)
+        start = FeedVector.origin() if after is None else self.feed_position(after)
+        return await self.storage.tenant_feed(self.tenant, start, limit)
 
-    async def feed_head(self) -> FeedPosition:
+    async def feed_head(self) -> FeedVector:
         """Where a reader that wants only events from now on starts."""
         return await self.storage.feed_head()
 
     async def tail(
         self,
-        after: FeedPosition | None,
+        after: FeedVector | FeedPosition | str | None,
         *,
         heartbeat: float = feed.HEARTBEAT_SECONDS,
         limit: int = feed.MAX_FEED_LIMIT,
@@ -44,11 +57,11 @@ class Feed(RepositoryPart):
         (`events == []`, with the checkpoint reached) once every `heartbeat`
         seconds without any.
         """
-        position = after if after is not None else await self.feed_head()
+        position = self.feed_position(after) if after is not None else await self.feed_head()
         quiet_since = time.monotonic()
         while True:
             page = await self.read_events(after=position, limit=limit)
-            position = feed.parse_checkpoint(page.next)
+            position = parse_position(page.next)
             if page.events or time.monotonic() - quiet_since >= heartbeat:
                 quiet_since = time.monotonic()
                 yield page

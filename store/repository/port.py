@@ -33,7 +33,9 @@ from typing import Any, Protocol
 from store.domain.codec import StoredWindow
 from store.domain.commands import ConversationState, Head
 from store.domain.context import AgentProfile, ContextSlots
+from store.domain.errors import InvalidOperation
 from store.domain.feed import ChangedConversation, FeedEvent, FeedPage
+from store.domain.feed_vector import FeedVector
 from store.domain.listing import ConversationQuery, Listed
 from store.domain.messages import Role, StoredMessage
 from store.domain.projector import Changes, Recorded, ViewHead
@@ -271,6 +273,34 @@ class RebuildSession(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RestoredEvent:
+    """An event put back from cold storage as it was recorded (store.repository.retention)."""
+
+    version: int
+    type: str
+    data: dict[str, Any]
+    recorded_at: datetime
+
+
+class RestoreSession(RebuildSession, Protocol):
+    """A conversation being put back, in one transaction holding its stream
+    lock: its events are inserted as they were recorded, in version order
+    from 1, then replayed through the projector like a rebuild's."""
+
+    async def insert(self, events: Sequence[RestoredEvent]) -> None: ...
+
+
+def check_restored_order(version: int, events: Sequence[RestoredEvent]) -> None:
+    """`InvalidOperation` unless `events` are the versions after `version`, in order."""
+    for expected, event in enumerate(events, start=version + 1):
+        if event.version != expected:
+            raise InvalidOperation(
+                f"restored events must be versions 1, 2, … in order:"
+                f" expected {expected}, got {event.version}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
 class AssemblyInput:
     """What a payload build reads, in one go: the agent's visible window
     (as stored: `StoredWindow.messages` decodes it), its profile and its
@@ -413,13 +443,32 @@ class Storage(Protocol):
         ...
 
     # --- the log -------------------------------------------------------------
-    async def read_feed(self, after: FeedPosition, limit: int) -> list[RecordedEvent]: ...
-    async def feed_head(self) -> FeedPosition: ...
+    async def read_feed(self, after: FeedPosition, limit: int) -> list[RecordedEvent]:
+        """The next events of this storage's own partition after `after`."""
+        ...
+
+    # The partitions of the feed this storage reads (store.domain.feed_vector):
+    # a position naming another one is refused.
+    feed_partitions: tuple[str, ...]
+
+    async def feed_head(self) -> FeedVector:
+        """Where a reader that wants only events from now on starts."""
+        ...
+
     async def conversation_ids(self) -> list[uuid.UUID]: ...
     async def count_events(self, conversation_id: uuid.UUID | None = None) -> int: ...
     def rebuilding(
         self, conversation_id: uuid.UUID
     ) -> AbstractAsyncContextManager[RebuildSession]: ...
+    def restoring(
+        self, conversation_id: uuid.UUID, tenant: str, key: str
+    ) -> AbstractAsyncContextManager[RestoreSession]:
+        """Put a conversation back, all or nothing: its stream row made anew
+        (replacing the tombstone its deletion left, whose last event goes;
+        `ConversationExists` if it is live), then `RestoreSession`'s inserts
+        and replay, committed together when the block ends without error."""
+        ...
+
     async def ping(self) -> None:
         """Raise a `StorageFailure` unless the storage answers (readiness)."""
         ...
@@ -431,9 +480,11 @@ class Storage(Protocol):
         ...
 
     # --- export and the tenant feed (store.domain.feed, store.repository.export) ---
-    async def tenant_feed(self, tenant: str, after: FeedPosition, limit: int) -> FeedPage:
+    async def tenant_feed(self, tenant: str, after: FeedVector, limit: int) -> FeedPage:
         """The tenant's events after `after` in feed order: at most `limit`,
-        out of at most `store.domain.feed.scan_limit(limit)` events of the global feed."""
+        out of at most `store.domain.feed.scan_limit(limit)` events of each
+        partition. Each event's checkpoint, and `next`, is `after` with its
+        partition moved past the event (the page's last scanned one)."""
         ...
 
     async def conversation_events(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from store.domain.projector import ViewHead, project
-from store.repository.port import Storage
+from store.repository.port import RebuildSession, Storage
 
 REPLAY_CHUNK = 1000
 
@@ -33,19 +33,26 @@ async def rebuild_conversation(
     storage: Storage, conversation_id: uuid.UUID, progress: Progress | None = None
 ) -> int:
     """Rebuild one conversation's views; the number of events replayed."""
-    replayed, after, head = 0, 0, ViewHead()
     async with storage.rebuilding(conversation_id) as session:
-        while True:
-            chunk = await session.events(after, REPLAY_CHUNK)
-            if not chunk:
-                return replayed
-            changes = project(head, chunk)
-            await session.apply(changes)
-            head = changes.head
-            replayed += len(chunk)
-            after = chunk[-1].version
-            if progress is not None:
-                progress(len(chunk))
+        return await replay(session, progress)
+
+
+async def replay(session: RebuildSession, progress: Progress | None = None) -> int:
+    """Replay the session's conversation's events into its emptied views, a
+    chunk at a time (a rebuild's, and a restore's: store.repository.retention);
+    the number of events replayed."""
+    replayed, after, head = 0, 0, ViewHead()
+    while True:
+        chunk = await session.events(after, REPLAY_CHUNK)
+        if not chunk:
+            return replayed
+        changes = project(head, chunk)
+        await session.apply(changes)
+        head = changes.head
+        replayed += len(chunk)
+        after = chunk[-1].version
+        if progress is not None:
+            progress(len(chunk))
 
 
 async def rebuild(

@@ -14,7 +14,8 @@ transaction → answer from what was decided, without reading back.
 The class is one API assembled from its parts, one module each:
 conversations (`conversations`), forks (`forks`), appends and context
 writes (`appends`), batch operations (`batch_operations`), reads of a
-conversation (`reads`) and of the log (`feed`).
+conversation (`reads`) and of the log (`feed`), and retention's moves to
+cold storage and back (`retention`).
 
 Conventions:
 - Writes take `expected_version` (an int, or `StreamState.ANY`): a stale
@@ -36,12 +37,13 @@ from store.repository.feed import Feed
 from store.repository.forks import Forks
 from store.repository.port import Storage
 from store.repository.reads import Reads
+from store.repository.retention import Retention
 from store.repository.write_path import DEFAULT_TENANT
 
 __all__ = ["Repository"]
 
 
-class Repository(Conversations, Forks, Appends, BatchOperations, Reads, Feed):
+class Repository(Conversations, Forks, Appends, BatchOperations, Reads, Feed, Retention):
     """The store's API for one tenant, over a `Storage`."""
 
     def __init__(

@@ -10,6 +10,7 @@ sends `http.disconnect`, which ends the stream as a browser closing it would.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from fastapi import FastAPI
 
 from store.domain.feed import MAX_FEED_LIMIT
+from store.domain.feed_vector import FIRST_PARTITION, parse_position
 from tests.api.conftest import TOOL_TURN, auth, new_conversation
 
 PATIENCE = 30.0  # seconds: the feed trails commits while other sessions run
@@ -49,6 +51,16 @@ async def read_until(client: httpx.AsyncClient, count: int, after: str = "0-0") 
         assert asyncio.get_running_loop().time() < deadline, f"{len(events)} of {count}"
         await asyncio.sleep(0.05)
     return events
+
+
+def base64_token(payload: str) -> str:
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def place(token: str) -> tuple[int, int]:
+    """A checkpoint's place in the one partition a single server has."""
+    position = parse_position(token).at(FIRST_PARTITION)
+    return position.transaction_id, position.position
 
 
 def texts(events: list[Any]) -> list[str]:
@@ -91,7 +103,7 @@ async def test_pages_follow_next_in_feed_order(acme: httpx.AsyncClient) -> None:
     paged = await read_all(acme, limit=2)
     assert paged == whole
     assert texts(whole) == [f"m{i}" for i in range(5)]
-    checkpoints = [tuple(map(int, e["checkpoint"].split("-"))) for e in whole]
+    checkpoints = [place(e["checkpoint"]) for e in whole]
     assert checkpoints == sorted(checkpoints)
 
     first = (await acme.get("/events", params={"limit": 2})).json()
@@ -111,16 +123,59 @@ async def test_pages_follow_next_in_feed_order(acme: httpx.AsyncClient) -> None:
     [
         {"limit": MAX_FEED_LIMIT + 1},
         {"limit": 0},
-        {"after": "12"},
-        {"after": "a-b"},
-        {"after": "1-2-3"},
-        {"after": "1" * 20 + "-1"},
+        {"after": "a b"},
+        {"after": "v1.!!!"},
+        {"after": "v1." + "A" * 3000},
     ],
 )
 async def test_bad_feed_parameters_are_422(acme: httpx.AsyncClient, params: dict[str, Any]) -> None:
     response = await acme.get("/events", params=params)
     assert response.status_code == 422, response.text
     assert response.json()["type"] == "ValidationError"
+
+
+@pytest.mark.parametrize(
+    ("after", "named"),
+    [
+        ("12", "neither a token"),
+        ("a-b", "neither a token"),
+        ("1-2-3", "neither a token"),
+        ("1" * 20 + "-1", "out of range"),
+        ("9223372036854775808-0", "out of range"),
+        ("v2.MDowLTA", "version 2"),
+        ("v1.A", "base64url"),
+        ("v1.__8", "base64url"),  # decodes to bytes that are not text
+        ("v1." + base64_token("0:1-2,0:3-4"), "twice"),
+        ("v1." + base64_token("0=1-2"), "entry"),
+        ("v1." + base64_token("0:1-2" + ",x:1-1" * 70), "partitions"),
+        ("v1." + base64_token("0:99999999999999999999-1"), "out of range"),
+        ("v1." + base64_token("eu_west:1-1"), "partition 'eu_west'"),
+    ],
+)
+async def test_a_hostile_feed_position_is_422_naming_the_problem(
+    acme: httpx.AsyncClient, after: str, named: str
+) -> None:
+    response = await acme.get("/events", params={"after": after})
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["type"] == "InvalidOperation"
+    assert named in problem["detail"]
+
+
+async def test_a_checkpoint_from_before_partitions_resumes_at_the_same_place(
+    acme: httpx.AsyncClient,
+) -> None:
+    """A reader that saved a `<transaction_id>-<position>` checkpoint before
+    positions became vectors reads on from the same event."""
+    cid = await new_conversation(acme)
+    await append(acme, cid, "a", "b", "c")
+    whole = await read_until(acme, 4)
+    transaction_id, position = place(whole[1]["checkpoint"])
+    old = f"{transaction_id}-{position}"
+    by_old = (await acme.get("/events", params={"after": old})).json()
+    by_new = (await acme.get("/events", params={"after": whole[1]["checkpoint"]})).json()
+    assert by_old == by_new
+    assert by_old["events"] == whole[2:]
 
 
 async def test_the_feed_needs_a_key(client: httpx.AsyncClient) -> None:
@@ -325,9 +380,9 @@ async def test_another_tenants_tail_never_sees_the_events(
 
 
 def _beyond(text: str, checkpoint: str) -> bool:
-    mark = tuple(map(int, checkpoint.split("-")))
+    mark = place(checkpoint)
     ids = [line[4:] for line in text.splitlines() if line.startswith("id: ")]
-    return any(tuple(map(int, i.split("-"))) >= mark for i in ids)
+    return any(place(i) >= mark for i in ids)
 
 
 @pytest.mark.parametrize("query", ["after=nope", "heartbeat=0", "heartbeat=1000"])
@@ -337,7 +392,31 @@ async def test_a_bad_tail_parameter_is_422(app: FastAPI, key: str, query: str) -
     assert stream.status == 422
 
 
-async def test_a_bad_last_event_id_is_422(app: FastAPI, key: str) -> None:
-    async with SSE(app, key, Last_Event_ID="yesterday") as stream:
-        await stream.until(lambda text: "error" in text)
+@pytest.mark.parametrize(
+    ("last_event_id", "named"),
+    [
+        ("yesterday", "neither a token"),
+        ("v7.MDoxLTE", "version 7"),
+        ("v1." + base64_token("mars:1-1"), "partition 'mars'"),
+    ],
+)
+async def test_a_bad_last_event_id_is_422_naming_the_problem(
+    app: FastAPI, key: str, last_event_id: str, named: str
+) -> None:
+    async with SSE(app, key, Last_Event_ID=last_event_id) as stream:
+        await stream.until(lambda text: "detail" in text)
     assert stream.status == 422
+    assert named in json.loads(stream.body)["detail"]
+
+
+async def test_the_tail_resumes_from_a_checkpoint_of_before_partitions(
+    app: FastAPI, acme: httpx.AsyncClient, key: str
+) -> None:
+    cid = await new_conversation(acme)
+    await append(acme, cid, "a", "b", "c")
+    events = await read_until(acme, 4)
+    transaction_id, position = place(events[1]["checkpoint"])
+    async with SSE(app, key, Last_Event_ID=f"{transaction_id}-{position}") as stream:
+        await stream.until(count(2))
+    # The ids it sends are tokens, which a reconnect carries on with.
+    assert [e["id"] for e in stream.events()] == [e["checkpoint"] for e in events[2:]]

@@ -15,6 +15,7 @@ is what a hostile client sends; `1e400` is sent as raw text.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import uuid
@@ -44,6 +45,11 @@ class Case:
     field: str = ""  # the error message must contain this
     status: int = 422
     headers: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def token_body(payload: str) -> str:
+    """A feed token's body: base64url without padding of `payload`."""
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
 
 
 def user(content: Any = "hi", **extra: Any) -> dict[str, Any]:
@@ -419,6 +425,45 @@ CASES: list[Case] = [
     ),
     Case(
         "1001-text-parts", M, append(user([{"type": "text", "text": "x"}] * 1001)), field="content"
+    ),
+    # Feed positions (store.domain.feed_vector): from a URL or a header, never trusted.
+    Case("feed-after-past-bigint", f"/events?after={BIG}-0", method="GET", field="out of range"),
+    Case("feed-after-junk", "/events?after=12", method="GET", field="neither a token"),
+    Case("feed-after-nul", "/events?after=v1.%00", method="GET", field="after"),
+    Case("feed-after-huge", f"/events?after=v1.{'A' * 5000}", method="GET", field="after"),
+    Case("feed-token-version", "/events?after=v99.MDoxLTE", method="GET", field="version 99"),
+    Case("feed-token-not-base64", "/events?after=v1.A", method="GET", field="base64url"),
+    Case(
+        "feed-token-past-bigint",
+        f"/events?after=v1.{token_body(f'0:{BIG}-1')}",
+        method="GET",
+        field="out of range",
+    ),
+    Case(
+        "feed-token-unknown-partition",
+        f"/events?after=v1.{token_body('zz:1-1')}",
+        method="GET",
+        field="partition 'zz'",
+    ),
+    Case(
+        "feed-token-many-partitions",
+        f"/events?after=v1.{token_body(','.join(f'p{i}:1-1' for i in range(65)))}",
+        method="GET",
+        field="partitions",
+    ),
+    Case(
+        "tail-last-event-id-junk",
+        "/events/stream",
+        method="GET",
+        headers={"Last-Event-ID": "v1.%%%"},
+        field="last-event-id",
+    ),
+    Case(
+        "tail-last-event-id-bad-entry",
+        "/events/stream",
+        method="GET",
+        headers={"Last-Event-ID": f"v1.{token_body('0:1')}"},
+        field="entry",
     ),
 ]
 

@@ -26,7 +26,8 @@ from store.domain.errors import (
     InvalidMessage,
     InvalidOperation,
 )
-from store.domain.feed import FeedEvent, parse_checkpoint
+from store.domain.feed import FeedEvent
+from store.domain.feed_vector import FIRST_PARTITION, parse_position
 from store.domain.search import search_query
 from store.repository import ConversationRepository, Repository
 from store.repository.port import Storage
@@ -226,8 +227,14 @@ async def test_paging_iterators_read_everything_once(
     local = await _feed_of(repository, 5 + 7)
     feed = [e async for e in client.iter_events(page_size=4)]
     assert feed == local
-    after = [e async for e in client.iter_events(after=parse_checkpoint(feed[9].checkpoint))]
+    after = [e async for e in client.iter_events(after=parse_position(feed[9].checkpoint))]
     assert after == feed[10:]
+    # A position of before partitions (of the first partition) resumes at the same place.
+    old = parse_position(feed[9].checkpoint).at(FIRST_PARTITION)
+    assert [e async for e in client.iter_events(after=old)] == feed[10:]
+    assert [e async for e in client.iter_events(after=f"{old.transaction_id}-{old.position}")] == (
+        feed[10:]
+    )
 
     await client.append_messages(
         "c1", [{"role": "user", "content": f"deploy {n}"} for n in range(5)]

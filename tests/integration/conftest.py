@@ -22,6 +22,7 @@ from store.domain.events import MessageAppended, from_data
 from store.domain.messages import Message
 from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
+from store.postgres.feed import FEED_PARTITION
 from store.repository import Repository
 
 FEED_PATIENCE = 30.0  # seconds a test waits for events it knows were committed
@@ -39,6 +40,11 @@ async def storage(database_url: str, settings: Settings) -> AsyncIterator[Postgr
 @pytest.fixture
 def repository(storage: PostgresStorage) -> Repository:
     return Repository(storage)
+
+
+async def own_head(storage: PostgresStorage) -> FeedPosition:
+    """The feed's head in the server's own partition (`read_feed`'s positions)."""
+    return (await storage.feed_head()).at(FEED_PARTITION)
 
 
 async def read_feed_until(

@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 
 from convo import app
 from convo.export import parse_since
+from store.domain.feed_vector import FeedVector
 from store.domain.messages import Message
+from store.domain.records import FeedPosition
 from store.postgres import PostgresStorage
 from store.repository import Repository
 
@@ -156,4 +158,8 @@ def test_tail_prints_the_tenants_events_and_stops_after_count(database_url: str)
 def test_tail_refuses_a_bad_checkpoint(database_url: str) -> None:
     code, _, err = convo(database_url, "tail", "--after", "soon")
     assert code == 2
-    assert "not a feed checkpoint" in err
+    assert "not a feed position" in err
+    elsewhere = FeedVector.of({"mars": FeedPosition(transaction_id=1, position=1)}).token()
+    code, _, err = convo(database_url, "tail", "--after", elsewhere, "--count", "1")
+    assert code == 2
+    assert "partition 'mars'" in err

@@ -20,7 +20,8 @@ from api.deps import Services
 from hosting.keys import MemoryKeys
 from hosting.settings import Settings
 from store.domain.commands import Limits
-from store.domain.feed import FeedEvent, checkpoint, parse_checkpoint, scan_limit
+from store.domain.feed import FeedEvent, scan_limit
+from store.domain.feed_vector import FIRST_PARTITION, FeedVector, parse_position
 from store.domain.messages import Message
 from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
@@ -50,16 +51,22 @@ def contents(events: list[FeedEvent]) -> list[str]:
     return [e.data["message"]["content"] for e in events if e.type == "message_appended"]
 
 
-async def read_on(repository: Repository, after: FeedPosition, count: int) -> list[FeedEvent]:
+def checkpoint(position: FeedPosition) -> str:
+    return FeedVector.single(position).token()
+
+
+async def read_on(
+    repository: Repository, after: FeedVector | FeedPosition, count: int
+) -> list[FeedEvent]:
     """The tenant's events after `after`, once there are at least `count`."""
     deadline = asyncio.get_running_loop().time() + FEED_PATIENCE
     while True:
         events: list[FeedEvent] = []
-        position = after
+        position: FeedVector | FeedPosition = after
         while True:
             page = await repository.read_events(after=position, limit=1000)
             events += page.events
-            position = parse_checkpoint(page.next)
+            position = parse_position(page.next)
             if not page.more:
                 break
         if len(events) >= count:
@@ -89,7 +96,7 @@ async def test_a_tenants_feed_never_skips_an_event_that_commits_late(
     late = (await acme.create_conversation()).id
     theirs = (await globex.create_conversation()).id
     [*_, last] = await read_on(acme, FeedPosition.start(), 2)
-    mark = parse_checkpoint(last.checkpoint)
+    mark = parse_position(last.checkpoint)
 
     slow, written, release = await held_write(storage, "acme")
     slow_append = asyncio.create_task(slow.append_messages(early, [user("1")]))
@@ -101,7 +108,7 @@ async def test_a_tenants_feed_never_skips_an_event_that_commits_late(
         page = await acme.read_events(after=mark)
         assert page.events == []
         # A reader that stops here and resumes from this checkpoint…
-        resume = parse_checkpoint(page.next)
+        resume = parse_position(page.next)
     finally:
         release.set()
         await slow_append
@@ -125,12 +132,12 @@ async def test_a_quiet_tenant_moves_past_other_tenants_events_in_bounded_pages(
     await read_on(globex, FeedPosition.start(), 16)
 
     pages = []
-    position = FeedPosition.start()
+    position: FeedVector | FeedPosition = FeedPosition.start()
     while True:
         # limit 1 scans at most 10 events of the global feed per page
         page = await acme.read_events(after=position, limit=1)
         pages.append(page)
-        position = parse_checkpoint(page.next)
+        position = parse_position(page.next)
         if not page.more:
             break
     events = [e for p in pages for e in p.events]
@@ -138,7 +145,7 @@ async def test_a_quiet_tenant_moves_past_other_tenants_events_in_bounded_pages(
     assert {e.conversation_id for e in events} == {str(ours)}
     assert len(pages) >= 3
     assert pages[0].events == []  # ten of globex's: nothing of ours, but the checkpoint moves
-    assert parse_checkpoint(pages[0].next).position > 0
+    assert parse_position(pages[0].next).at(FIRST_PARTITION).position > 0
 
 
 def expected_page(

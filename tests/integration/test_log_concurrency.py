@@ -33,7 +33,7 @@ from store.postgres import PostgresStorage
 from store.postgres.storage import _WriteSession
 from store.repository import DEFAULT_TENANT, Appended, Repository
 from store.repository.port import PLAIN_WRITE, WriteOptions
-from tests.integration.conftest import read_feed_until, settled_head, texts, user
+from tests.integration.conftest import own_head, read_feed_until, settled_head, texts, user
 
 pytestmark = pytest.mark.slow
 
@@ -132,7 +132,7 @@ async def test_sixteen_writers_on_one_conversation_lose_and_duplicate_nothing(
 async def test_tailing_reader_sees_every_event_exactly_once_in_a_stable_order(
     storage: PostgresStorage,
 ) -> None:
-    start = await storage.feed_head()
+    start = await own_head(storage)
     writers, per_writer = 8, 15
     expected = writers * (1 + per_writer)  # each conversation's start and its messages
     rng = random.Random(7)
@@ -229,7 +229,7 @@ async def test_an_event_that_commits_late_is_not_skipped(
             assert [r[0] for r in await cursor.fetchall()] == [stream_id(DEFAULT_TENANT, late)]
         # While the first is open, the feed must not move past it.
         assert await storage.read_feed(mark, 100) == []
-        assert await storage.feed_head() == mark
+        assert await own_head(storage) == mark
     finally:
         release.set()
         await slow_append
@@ -263,7 +263,7 @@ async def test_an_open_transaction_holds_the_feed_back_and_loses_nothing(
             for i in range(3):
                 await repository.append_messages(cid, [user(f"m{i}")])
             assert await storage.read_feed(mark, 100) == []
-            assert await storage.feed_head() == mark
+            assert await own_head(storage) == mark
         finally:
             await held.execute("COMMIT")
 

@@ -21,7 +21,7 @@ from store.postgres import PostgresStorage, sql
 from store.postgres.tables import PROJECTION_TABLES
 from store.repository import Repository
 from store.repository.rebuild import rebuild
-from tests.integration.conftest import read_feed_until
+from tests.integration.conftest import own_head, read_feed_until
 
 
 async def _session(repo: Repository) -> str:
@@ -109,7 +109,7 @@ async def test_a_role_read_goes_by_its_roles_index(
 async def test_delete_purges_everything_but_a_tombstone(
     storage: PostgresStorage, repository: Repository
 ) -> None:
-    start = await storage.feed_head()
+    start = await own_head(storage)
     cid = await _session(repository)
     sid = stream_id(repository.tenant, cid)
     await repository.update_slot(cid, "useful_info", "x")
