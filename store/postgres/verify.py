@@ -5,7 +5,9 @@ checked on the database itself, one `Problem` per thing found wrong:
 
 - streams: each conversation's events are versions 1..n without a gap,
   and its row's `version` is n; its messages are seqs 1..m without a gap,
-  and its `next_seq` is m + 1;
+  and its `next_seq` is m + 1. A deleted conversation is a tombstone: its
+  row and its one purge event, at the row's version, and no message (its
+  views were purged with its log, so there is nothing to rebuild);
 - projections: every view row equals what a rebuild from the log makes.
   The rebuild (`rebuild.RebuildSession`, the replay `convo rebuild` runs)
   is done inside a transaction that is rolled back: the views are compared
@@ -51,7 +53,7 @@ SEARCH_PROBES = 20
 
 STREAMS = (
     "SELECT c.id, c.tenant, c.key, c.version, c.next_seq,"
-    " e.n, e.low, e.high, m.n, m.low, m.high"
+    " e.n, e.low, e.high, m.n, m.low, m.high, c.deleted_at IS NOT NULL"
     " FROM conversations AS c"
     " CROSS JOIN LATERAL (SELECT count(*), min(version), max(version) FROM events"
     "   WHERE conversation_id = c.id) AS e(n, low, high)"
@@ -144,7 +146,9 @@ async def verify_store(
                 yield problem
             async for problem in _search_problems(conn, tally):
                 yield problem
-            for cid, tenant, key, *_ in streams:
+            for cid, tenant, key, *_, deleted in streams:
+                if deleted:
+                    continue  # a tombstone: checked with the streams
                 async for problem in _projection_problems(conn, cid, _where(tenant, key)):
                     yield problem
                 if progress is not None:
@@ -153,9 +157,21 @@ async def verify_store(
 
 def _stream_problems(streams: list[tuple[Any, ...]], tally: Verified) -> list[Problem]:
     problems = []
-    for _, tenant, key, version, next_seq, events, low, high, messages, first, last in streams:
+    for row in streams:
+        _, tenant, key, version, next_seq, events, low, high, messages, first, last, deleted = row
         where = _where(tenant, key)
         tally.events += events
+        if deleted:
+            if (events, low, messages) != (1, version, 0):
+                problems.append(
+                    Problem(
+                        where,
+                        "tombstone",
+                        f"deleted at version {version}, yet {events} events"
+                        f" (versions {low}..{high}) and {messages} messages remain",
+                    )
+                )
+            continue
         if events and (low, high) != (1, events):
             problems.append(
                 Problem(where, "versions", f"{events} events hold versions {low}..{high}")

@@ -53,6 +53,10 @@ async def _seed(database_url: str) -> None:
             )
         await repository.create_conversation("archived")
         await repository.archive("archived")
+        # Erased: its tombstone (the stream row and one purge event) is no damage.
+        await repository.create_conversation("erased")
+        await repository.append_messages("erased", [Message(role="user", content="forget me")])
+        await repository.delete("erased")
     finally:
         await storage.close()
 
@@ -115,12 +119,12 @@ def test_a_store_written_by_the_operations_verifies_clean(database_url: str) -> 
     asyncio.run(_seed(database_url))
     problems, verified = asyncio.run(_problems(database_url))
     assert problems == []
-    assert verified.conversations == 4
+    assert verified.conversations == 5
     assert verified.search_probes > 0  # the search index was probed, not skipped
     code, out, err = _convo_verify(database_url)
     assert code == 0, out + err
     assert out == ""
-    assert "4 conversation(s)" in err
+    assert "5 conversation(s)" in err
     assert "OK" in err
 
 
