@@ -23,7 +23,7 @@ from psycopg import AsyncConnection
 from store.domain.errors import StorageFailure
 
 # The newest migration in `migrations/versions`; a new one moves it.
-SCHEMA_REVISION = "0017_api_key_expiry"
+SCHEMA_REVISION = "0018_search_reads_cjk"
 
 MIGRATE_COMMAND = "convo migrate"
 
