@@ -97,14 +97,21 @@ def enable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
         return current
     if not current.buildable:
         raise InvalidOperation(NO_TRIGRAM)
-    name, method = INDEXES[kind]
     conn.execute("SET statement_timeout = 0")
     if kind == "substring":
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
     if current.present:
-        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-    conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON events {method} {_CONTENT_EVENTS}")
+        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {current.name}")
+    conn.execute(create_statement(kind, concurrently=True))
     return status(conn, kind)
+
+
+def create_statement(kind: SearchIndexKind, *, concurrently: bool = False) -> str:
+    """The statement that builds the index (a bulk load builds it after
+    the load, in its own transaction: not concurrently)."""
+    name, method = INDEXES[kind]
+    how = "CONCURRENTLY " if concurrently else ""
+    return f"CREATE INDEX {how}{name} ON events {method} {_CONTENT_EVENTS}"
 
 
 def disable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
