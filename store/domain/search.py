@@ -53,11 +53,12 @@ from store.domain.inputs import (
 from store.domain.messages import MessageKind, Role
 from store.domain.search_words import (
     QUERY_PARTS,
+    WordsQuery,
     has_cjk,
     highlight_spans,
     index_words,
     is_cjk_only,
-    query_words,
+    map_query,
 )
 
 __all__ = [
@@ -203,10 +204,10 @@ class SearchQuery(BaseModel):
         return self.mode == "text" or is_cjk_only(self.needle)
 
     @property
-    def words(self) -> str:
-        """What the words index is asked (web-search syntax), CJK mapped
-        to its bigrams and unigrams (`search_words.query_words`)."""
-        return query_words(self.q if self.mode == "text" else self.needle)
+    def words(self) -> WordsQuery:
+        """What the words index is asked, CJK mapped to its bigrams and
+        unigrams (`search_words.map_query`)."""
+        return map_query(self.q if self.mode == "text" else self.needle)
 
     def after(self) -> Cursor | None:
         return None if self.cursor is None else Cursor.decode(self.cursor)
@@ -353,13 +354,16 @@ def text_match(text: str, q: str) -> tuple[str, list[tuple[int, int]]] | None:
     """The in-memory storage's text mode: every word (and quoted phrase) of
     `q` appears as a whole word, case-insensitively, and no `-word` does; a
     snippet around the first match, or None when the text does not match."""
-    required, excluded = _terms(query_words(q))
+    mapped = map_query(q)
+    required, excluded = _terms(mapped.words)
     if not required:
         return None
     if has_cjk(q) or has_cjk(text):
         words = [w.lower() for w in _WORD.findall(index_words(text))]
-        if any(_found(words, phrase) for phrase in excluded) or not all(
-            _found(words, phrase) for phrase in required
+        if (
+            any(_found(words, phrase) for phrase in excluded)
+            or not all(_found(words, phrase) for phrase in required)
+            or not all(run in text for run in mapped.runs)
         ):
             return None
         return text_snippet(text, q)

@@ -17,25 +17,36 @@ parser reads it (`index_words`):
 - CJK and full-width punctuation (`，。「」・`…) splits runs like a space.
 
 Text without CJK is not rewritten: its words are the parser's, as before.
-A query is mapped the same way (`query_words`): a 1-character run is its
+A query is mapped the same way (`map_query`): a 1-character run is its
 unigram, a 2-character run its bigram, a longer run the phrase of its
 bigrams; a run followed by another word in a phrase (`"修复 parser"`,
 `修复parser`) also names its last character, which sits between them.
+
+A phrase costs a search more than its words: the index finds the rows
+with all of them, and each row's words are computed again to check their
+positions (for CJK text, the rewriting above, per row). So a CJK word the
+query requires outright (not quoted, not excluded, no `OR` in the query)
+is asked as its bigrams ANDed, which the index answers alone, and the
+characters as typed are required of the text (`WordsQuery.runs`): the
+same hits as the phrase, since a CJK run holds its bigrams adjacent
+exactly where its characters are.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 __all__ = [
     "CJK_CHARACTERS",
     "CJK_PUNCTUATION",
     "QUERY_PARTS",
+    "WordsQuery",
     "has_cjk",
     "highlight_spans",
     "index_words",
     "is_cjk_only",
-    "query_words",
+    "map_query",
 ]
 
 
@@ -157,11 +168,17 @@ def _phrase_words(text: str) -> str:
     return " ".join(" ".join(out).split())
 
 
-def _word(word: str) -> str:
-    """One unquoted word of a query (its `-` already taken off)."""
+def _word(word: str, runs: list[str] | None) -> str:
+    """One unquoted word of a query (its `-` already taken off); a long
+    CJK run is its bigrams ANDed when `runs` takes it as typed."""
     pieces = [(cjk, p) for cjk, p in _pieces(word) if cjk or p.strip()]
-    if len(pieces) == 1 and pieces[0][0] and len(pieces[0][1]) <= 2:
-        return pieces[0][1]  # a unigram or a bigram
+    if len(pieces) == 1 and pieces[0][0]:
+        run = pieces[0][1]
+        if len(run) <= 2:
+            return run  # a unigram or a bigram
+        if runs is not None:
+            runs.append(run)
+            return " ".join(_bigrams(run))
     if not any(cjk for cjk, _ in pieces):
         return " ".join(p for _, p in pieces)
     return f'"{_phrase_words(word)}"'
@@ -172,21 +189,34 @@ def _word(word: str) -> str:
 QUERY_PARTS = re.compile(r'(-?)"([^"]*)"|(\S+)')
 
 
-def query_words(q: str) -> str:
+@dataclass(frozen=True)
+class WordsQuery:
+    """A text query as the words index is asked it: `words` in web-search
+    syntax, and the CJK `runs` the text must hold as typed."""
+
+    words: str
+    runs: tuple[str, ...] = ()
+
+
+def map_query(q: str) -> WordsQuery:
     """A text query (web-search syntax: words, `"phrase"`, `OR`, `-word`)
-    mapped to the index's words, in the same syntax. Without CJK it is
-    returned unchanged."""
+    mapped to the index's words (the module docstring). Without CJK it is
+    unchanged."""
     if not has_cjk(q):
-        return q
+        return WordsQuery(q)
+    parts = QUERY_PARTS.findall(q)
+    alternatives = any(word.lower() == "or" for _, _, word in parts)
+    runs: list[str] | None = None if alternatives else []
     out: list[str] = []
-    for minus, phrase, word in QUERY_PARTS.findall(q):
+    for minus, phrase, word in parts:
         if phrase:
             out.append(f'{minus}"{_phrase_words(phrase)}"')
         elif word.startswith("-") and len(word) > 1:
-            out.append("-" + _word(word[1:]))
+            out.append("-" + _word(word[1:], None))
         else:
-            out.append(_word(word))
-    return " ".join(part for part in out if part.strip(' "-'))
+            out.append(_word(word, runs))
+    words = " ".join(part for part in out if part.strip(' "-'))
+    return WordsQuery(words, tuple(runs or ()))
 
 
 def highlight_spans(text: str, q: str) -> list[tuple[int, int]]:

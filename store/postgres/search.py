@@ -37,6 +37,8 @@ SEARCH_TEXT_MATCH = (
     "convo_search_vector(e.data) @@ websearch_to_tsquery('simple'::regconfig, %(words)s)"
 )
 SEARCH_SUBSTRING_MATCH = "convo_search_text(e.data) ILIKE %(pattern)s"
+# The CJK words a text query requires as typed (`WordsQuery.runs`).
+SEARCH_RUNS_MATCH = "convo_search_text(e.data) LIKE ALL (%(runs)s)"
 # Text with CJK gets its snippet cut here (`text_snippet`): ts_headline's
 # parser would see a whole CJK sentence as one word.
 _HAS_CJK = f"convo_search_text(h.data) ~ '{REWRITE_TRIGGER}'"
@@ -59,7 +61,9 @@ SEARCH_FILTERS = {
 
 
 @cache
-def page_statement(*, substring: bool, words: bool, cjk: bool, filters: tuple[str, ...]) -> str:
+def page_statement(
+    *, substring: bool, words: bool, runs: bool, cjk: bool, filters: tuple[str, ...]
+) -> str:
     """One page of a search: the index finds the events whose text matches;
     each is kept if it holds its message's current text (the appended
     event of an unedited message, the latest edit of an edited one), its
@@ -69,7 +73,8 @@ def page_statement(*, substring: bool, words: bool, cjk: bool, filters: tuple[st
     marks are control characters, removed from the text first), the text
     itself for a substring match (cut around the match by the caller).
     A substring of CJK characters is found by the words index (`words`),
-    then checked as typed. Text with CJK, or every hit of a query with CJK
+    then checked as typed, like the CJK words a text query requires
+    (`runs`). Text with CJK, or every hit of a query with CJK
     (`cjk`), comes as its text, for the caller to cut. The text comes with
     whether it is raw. One statement shape per mode and set of filters,
     each prepared once.
@@ -77,6 +82,8 @@ def page_statement(*, substring: bool, words: bool, cjk: bool, filters: tuple[st
     matches = [SEARCH_TEXT_MATCH] if words else []
     if substring:
         matches.append(SEARCH_SUBSTRING_MATCH)
+    elif runs:
+        matches.append(SEARCH_RUNS_MATCH)
     match = " AND ".join(matches)
     conditions = "".join(f" AND {SEARCH_FILTERS[name]}" for name in filters)
     page = (
@@ -133,8 +140,13 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
     cjk = has_cjk(query.q)
     if substring:
         params["pattern"] = like_pattern(query.needle)
+    runs = False
     if words:
-        params["words"] = query.words
+        mapped = query.words
+        params["words"] = mapped.words
+        if mapped.runs and not substring:
+            runs = True
+            params["runs"] = [like_pattern(run) for run in mapped.runs]
     if not (substring or cjk):
         params["headline"] = HEADLINE_OPTIONS
     if query.conversation_id is not None:
@@ -158,7 +170,9 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
     after = query.after()
     if after is not None:
         add("after", at=after.recorded_at, after_cid=after.conversation, after_seq=after.seq)
-    shape = page_statement(substring=substring, words=words, cjk=cjk, filters=tuple(filters))
+    shape = page_statement(
+        substring=substring, words=words, runs=runs, cjk=cjk, filters=tuple(filters)
+    )
     return shape, params
 
 

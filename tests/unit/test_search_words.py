@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from store.domain.errors import InvalidOperation
 from store.domain.search import search_query, text_match, text_snippet
-from store.domain.search_words import has_cjk, highlight_spans, index_words, query_words
+from store.domain.search_words import (
+    WordsQuery,
+    has_cjk,
+    highlight_spans,
+    index_words,
+    map_query,
+)
 from store.postgres.search_words import vector_function, words_function
 
 _WORD = re.compile(r"\w+")
@@ -29,7 +35,7 @@ def index_tokens(text: str) -> set[str]:
 
 
 def query_tokens(q: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(query_words(q))}
+    return {w.lower() for w in _WORD.findall(map_query(q).words)}
 
 
 @given(texts, st.data())
@@ -49,7 +55,7 @@ def test_every_short_cjk_substring_is_in_the_index(text: str, data: st.DataObjec
 def test_text_without_cjk_is_read_as_before(text: str) -> None:
     plain = re.sub(r"[^\x00-\x7f]", "", text)
     assert index_words(plain) == plain
-    assert query_words(plain) == plain
+    assert map_query(plain).words == plain
 
 
 def test_runs_become_bigrams_then_their_last_character_and_unigrams() -> None:
@@ -71,23 +77,26 @@ def test_runs_become_bigrams_then_their_last_character_and_unigrams() -> None:
 
 
 @pytest.mark.parametrize(
-    ("q", "mapped"),
+    ("q", "mapped", "runs"),
     [
-        ("测", "测"),
-        ("测试", "测试"),
-        ("解析器", '"解析 析器"'),
-        ("修复 parser", "修复 parser"),
-        ("修复parser", '"修复 复 parser"'),
-        ('"修复 parser"', '"修复 复 parser"'),
-        ("解析器のテスト", '"解析 析器 器の のテ テス スト"'),
-        ("-测试 deploy", "-测试 deploy"),
-        ("测试 OR 解析", "测试 OR 解析"),
-        ("「测试」", "测试"),
-        ("deploy failed", "deploy failed"),
+        ("测", "测", ()),
+        ("测试", "测试", ()),
+        ("解析器", "解析 析器", ("解析器",)),
+        ('"解析器"', '"解析 析器"', ()),
+        ("修复 parser", "修复 parser", ()),
+        ("修复parser", '"修复 复 parser"', ()),
+        ('"修复 parser"', '"修复 复 parser"', ()),
+        ("解析器のテスト", "解析 析器 器の のテ テス スト", ("解析器のテスト",)),
+        ("-测试 deploy", "-测试 deploy", ()),
+        ("-解析器 deploy", '-"解析 析器" deploy', ()),
+        ("测试 OR 解析", "测试 OR 解析", ()),
+        ("解析器 or 测试", '"解析 析器" or 测试', ()),
+        ("「测试」", "测试", ()),
+        ("deploy failed", "deploy failed", ()),
     ],
 )
-def test_queries_map_to_the_indexed_words(q: str, mapped: str) -> None:
-    assert query_words(q) == mapped
+def test_queries_map_to_the_indexed_words(q: str, mapped: str, runs: tuple[str, ...]) -> None:
+    assert map_query(q) == WordsQuery(mapped, runs)
 
 
 @pytest.mark.parametrize(
@@ -132,13 +141,11 @@ def test_has_cjk_sees_letters_and_full_width_punctuation_not_english_quotes() ->
     assert not has_cjk("“quoted” — text…")
 
 
-@pytest.mark.parametrize(
-    ("q", "words"), [("测试", "测试"), ("测", "测"), ("テスト", '"テス スト"')]
-)
+@pytest.mark.parametrize(("q", "words"), [("测试", "测试"), ("测", "测"), ("テスト", "テス スト")])
 def test_substring_mode_finds_cjk_of_any_length_by_its_words(q: str, words: str) -> None:
     query = search_query(q=q, mode="substring")
     assert query.indexed_as_words
-    assert query.words == words
+    assert query.words.words == words
 
 
 def test_substring_mode_refuses_two_latin_characters_naming_the_way_out() -> None:
