@@ -69,21 +69,21 @@ def page_statement(
     event of an unedited message, the latest edit of an edited one), its
     conversation is the tenant's, and the filters hold; newest first.
 
+    A substring of CJK characters only is a words search (`words`): its
+    unigram, its bigram, or its bigrams ANDed and the characters as typed
+    (`runs`, as for the CJK words a text query requires): exact, and
+    better answered than by the trigram index.
+
     The snippet is made for the page's rows only: ts_headline for text (its
     marks are control characters, removed from the text first), the text
-    itself for a substring match (cut around the match by the caller).
-    A substring of CJK characters is found by the words index (`words`),
-    then checked as typed, like the CJK words a text query requires
-    (`runs`). Text with CJK, or every hit of a query with CJK
-    (`cjk`), comes as its text, for the caller to cut. The text comes with
-    whether it is raw. One statement shape per mode and set of filters,
-    each prepared once.
+    itself for a substring match, for text with CJK and for every hit of
+    a query with CJK (`cjk`), cut by the caller; a flag says which.
+    One statement shape per mode and set of filters, each prepared once.
     """
-    matches = [SEARCH_TEXT_MATCH] if words else []
-    if substring:
-        matches.append(SEARCH_SUBSTRING_MATCH)
-    elif runs:
-        matches.append(SEARCH_RUNS_MATCH)
+    if words:
+        matches = [SEARCH_TEXT_MATCH, SEARCH_RUNS_MATCH] if runs else [SEARCH_TEXT_MATCH]
+    else:
+        matches = [SEARCH_SUBSTRING_MATCH]
     match = " AND ".join(matches)
     conditions = "".join(f" AND {SEARCH_FILTERS[name]}" for name in filters)
     page = (
@@ -138,15 +138,15 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
     substring = query.mode == "substring"
     words = query.indexed_as_words
     cjk = has_cjk(query.q)
-    if substring:
-        params["pattern"] = like_pattern(query.needle)
     runs = False
     if words:
         mapped = query.words
         params["words"] = mapped.words
-        if mapped.runs and not substring:
+        if mapped.runs:
             runs = True
             params["runs"] = [like_pattern(run) for run in mapped.runs]
+    else:
+        params["pattern"] = like_pattern(query.needle)
     if not (substring or cjk):
         params["headline"] = HEADLINE_OPTIONS
     if query.conversation_id is not None:

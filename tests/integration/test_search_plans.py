@@ -105,7 +105,6 @@ def test_the_corpus_is_found(loaded: str) -> None:
         "substring, Chinese (2 characters)",
         "text, Chinese (2 characters)",
         "text, Japanese",
-        "text, Chinese and English",
     ]
     with psycopg.connect(libpq_url(loaded)) as conn:
         for name in forms:
