@@ -7,7 +7,9 @@ Two functions:
 - `convo_search_words(t text)`: the text as the word parser should read
   it when it has CJK — each CJK run as its overlapping bigrams then its
   last character (one word a character position), CJK and full-width
-  punctuation as spaces, and every run's characters once more at the end;
+  punctuation as spaces, and every run's characters once more, in the
+  first 10,000 characters; the rest as it is. Regular-expression
+  replacements only, each linear in the text;
 - `convo_search_vector(data json)`: `to_tsvector('simple', …)` of the
   event's text (`convo_search_text`, 0006/0009), through
   `convo_search_words` only when the text has CJK: text without it gets
@@ -49,20 +51,26 @@ _CJK_PUNCTUATION = (
     "\ufe30-\ufe4f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
 )
 _PUNCTUATION = f"[{_GENERAL_PUNCTUATION}{_CJK_PUNCTUATION}]"
-_PIECES = f"([{_CJK}]+)|([^{_CJK}]+)"
 _TRIGGER = f"[{_CJK}{_CJK_PUNCTUATION}]"
+
+_NOT_CJK = f"[^{_CJK}]"
+_HEAD_CHARS = 10000  # only the first characters are rewritten
+_HEAD = f"left(t, {_HEAD_CHARS})"
+_SPACED = (
+    f"regexp_replace(regexp_replace({_HEAD}, '{_PUNCTUATION}', ' ', 'g'),"
+    f" '([{_CJK}]+)', ' \\1 ', 'g')"
+)
+_DOUBLED = f"regexp_replace({_SPACED}, '([{_CJK}])', '\\1\\1', 'g')"
+_SEQUENCE = (
+    f"regexp_replace(regexp_replace({_DOUBLED}, ' [{_CJK}]', ' ', 'g'),"
+    f" '([{_CJK}])([{_CJK}])', '\\1\\2 ', 'g')"
+)
+_UNIGRAMS = f"regexp_replace(regexp_replace({_HEAD}, '{_NOT_CJK}+', '', 'g'), '(.)', '\\1 ', 'g')"
 
 WORDS_FUNCTION = (
     "CREATE OR REPLACE FUNCTION {schema}.convo_search_words(t text) RETURNS text"
     " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$"
-    " SELECT string_agg(CASE"
-    f" WHEN p[1] IS NULL THEN regexp_replace(p[2], '{_PUNCTUATION}', ' ', 'g')"
-    " WHEN length(p[1]) = 1 THEN p[1]"
-    " ELSE (SELECT string_agg(substr(p[1], i, 2), ' ' ORDER BY i)"
-    " FROM generate_series(1, length(p[1]) - 1) AS i) || ' ' || right(p[1], 1)"
-    " END, ' ' ORDER BY n) || ' ' || coalesce(string_agg("
-    "regexp_replace(p[1], '(.)', ' \\1', 'g'), ' ' ORDER BY n), '')"
-    f" FROM regexp_matches(t, '{_PIECES}', 'g') WITH ORDINALITY AS m(p, n) $$"
+    f" SELECT {_SEQUENCE} || ' ' || {_UNIGRAMS} || ' ' || substr(t, {_HEAD_CHARS + 1}) $$"
 )
 
 _TEXT = "{schema}.convo_search_text(data)"

@@ -14,7 +14,11 @@ parser reads it (`index_words`):
   so a phrase of bigrams is adjacent exactly when the characters are;
 - every character of the text's runs is added once more at the end, as a
   word of its own (unigrams), so a single character is found too;
-- CJK and full-width punctuation (`，。「」・`…) splits runs like a space.
+- CJK and full-width punctuation (`，。「」・`…) splits runs like a space;
+- only the first `REWRITTEN_CHARS` characters are rewritten; the rest is
+  left to the parser (its Latin words are found, its CJK runs are whole
+  words): a message's words must fit a `tsvector` (1 MB), and an append
+  must never fail, or take long, because its text is long.
 
 Text without CJK is not rewritten: its words are the parser's, as before.
 A query is mapped the same way (`map_query`): a 1-character run is its
@@ -41,6 +45,7 @@ __all__ = [
     "CJK_CHARACTERS",
     "CJK_PUNCTUATION",
     "QUERY_PARTS",
+    "REWRITTEN_CHARS",
     "WordsQuery",
     "has_cjk",
     "highlight_spans",
@@ -91,6 +96,8 @@ _PUNCTUATION_RANGES = (
     (0xFF5B, 0xFF65),  # ｛｜｝～｟｠｡｢｣､･
 )
 
+REWRITTEN_CHARS = 10_000  # at most ~25 bytes of tsvector a character: 250 kB
+
 CJK_CHARACTERS = _char_class(_CJK_RANGES)
 NOT_CJK_CHARACTERS = _char_class(_CJK_RANGES, negate=True)
 CJK_PUNCTUATION = _char_class(_PUNCTUATION_RANGES)
@@ -130,20 +137,22 @@ def _run_words(run: str) -> str:
 def index_words(text: str) -> str:
     """`text` as the words index's parser reads it (the module docstring):
     unchanged without CJK; else runs as bigrams then the last character,
-    punctuation as spaces, and every run's characters again at the end.
-    The SQL function `convo_search_words` is the same rule."""
+    punctuation as spaces, every run's characters again, then the text
+    beyond `REWRITTEN_CHARS` as it is. The SQL function
+    `convo_search_words` is the same rule."""
     if not has_cjk(text):
         return text
+    head, rest = text[:REWRITTEN_CHARS], text[REWRITTEN_CHARS:]
     sequence: list[str] = []
     unigrams: list[str] = []
-    for match in _PIECES.finditer(text):
+    for match in _PIECES.finditer(head):
         run, other = match.groups()
         if run:
             sequence.append(_run_words(run))
             unigrams.append(" ".join(run))
         else:
             sequence.append(_PUNCTUATION.sub(" ", other))
-    return " ".join(sequence) + " " + " ".join(unigrams)
+    return " ".join(sequence) + " " + " ".join(unigrams) + " " + rest
 
 
 def _pieces(text: str) -> list[tuple[bool, str]]:

@@ -6,8 +6,10 @@ SQL as released; `tests/migrations` holds the two equal, so a change of
 the rule needs a new migration):
 
 - `convo_search_words(t text)`: `search_words.index_words` — CJK runs as
-  bigrams and unigrams, CJK punctuation as spaces. A SQL function with a
-  FROM clause, so never inlined: it runs only for text with CJK.
+  bigrams and unigrams, CJK punctuation as spaces, in the first
+  `REWRITTEN_CHARS` characters. Regular-expression replacements only,
+  each linear in the text (taking the characters of a run one by one
+  with `substr` would be quadratic); it runs only for text with CJK.
 - `convo_search_vector(data json)`: the words of a content event,
   `to_tsvector('simple', …)` of its text, rewritten when it has CJK. One
   expression, inlined into the index (`ix_events_search_text`) and into
@@ -18,7 +20,13 @@ the rule needs a new migration):
 
 from __future__ import annotations
 
-from store.domain.search_words import CJK_PUNCTUATION, PIECES, REWRITE_TRIGGER
+from store.domain.search_words import (
+    CJK_CHARACTERS,
+    CJK_PUNCTUATION,
+    NOT_CJK_CHARACTERS,
+    REWRITE_TRIGGER,
+    REWRITTEN_CHARS,
+)
 
 __all__ = ["VECTOR", "vector_function", "words_function"]
 
@@ -27,20 +35,28 @@ VECTOR = "convo_search_vector(data)"
 
 
 def words_function(schema: str) -> str:
-    # Each run: its bigrams then its last character (one word a position);
-    # every run's characters once more at the end; other text with its
-    # CJK punctuation made spaces.
+    # Within the head: punctuation to spaces; each run set apart by spaces;
+    # its characters doubled (AABBCC), the first dropped (ABBCC) and the
+    # rest paired (AB BC C): its bigrams then its last character. Then the
+    # head's CJK characters one by one, then the text beyond the head.
+    cjk, head = CJK_CHARACTERS, f"left(t, {REWRITTEN_CHARS})"
+    spaced = (
+        f"regexp_replace(regexp_replace({head}, '{CJK_PUNCTUATION}', ' ', 'g'),"
+        f" '({cjk}+)', ' \\1 ', 'g')"
+    )
+    doubled = f"regexp_replace({spaced}, '({cjk})', '\\1\\1', 'g')"
+    sequence = (
+        f"regexp_replace(regexp_replace({doubled}, ' {cjk}', ' ', 'g'),"
+        f" '({cjk})({cjk})', '\\1\\2 ', 'g')"
+    )
+    unigrams = (
+        f"regexp_replace(regexp_replace({head}, '{NOT_CJK_CHARACTERS}+', '', 'g'),"
+        " '(.)', '\\1 ', 'g')"
+    )
     return (
         f"CREATE OR REPLACE FUNCTION {schema}.convo_search_words(t text) RETURNS text"
         " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$"
-        " SELECT string_agg(CASE"
-        f" WHEN p[1] IS NULL THEN regexp_replace(p[2], '{CJK_PUNCTUATION}', ' ', 'g')"
-        " WHEN length(p[1]) = 1 THEN p[1]"
-        " ELSE (SELECT string_agg(substr(p[1], i, 2), ' ' ORDER BY i)"
-        " FROM generate_series(1, length(p[1]) - 1) AS i) || ' ' || right(p[1], 1)"
-        " END, ' ' ORDER BY n) || ' ' || coalesce(string_agg("
-        "regexp_replace(p[1], '(.)', ' \\1', 'g'), ' ' ORDER BY n), '')"
-        f" FROM regexp_matches(t, '{PIECES}', 'g') WITH ORDINALITY AS m(p, n) $$"
+        f" SELECT {sequence} || ' ' || {unigrams} || ' ' || substr(t, {REWRITTEN_CHARS + 1}) $$"
     )
 
 

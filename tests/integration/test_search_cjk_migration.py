@@ -91,6 +91,18 @@ async def test_an_index_the_operator_dropped_stays_dropped(
     assert await _found(repository, "测试") == [1]
 
 
+async def test_a_long_cjk_message_is_appended_and_found(repository: Repository) -> None:
+    # 30,000 distinct-ish characters: rewritten whole, their words would
+    # not fit a tsvector; the first 10,000 are read as bigrams, the rest
+    # by the parser alone, and the append does not fail.
+    text = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(30_000)) + " tailword"
+    conversation = await repository.create_conversation()
+    await repository.append_messages(conversation.id, [Message(role="user", content=text)])
+    assert await _found(repository, text[100:102]) == [1]
+    assert await _found(repository, text[5000:5004]) == [1]
+    assert await _found(repository, "tailword") == [1]
+
+
 @pytest.fixture
 def connection(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from store.domain.errors import InvalidOperation
 from store.domain.search import search_query, text_match, text_snippet
 from store.domain.search_words import (
+    REWRITTEN_CHARS,
     WordsQuery,
     has_cjk,
     highlight_spans,
@@ -134,6 +135,14 @@ def test_highlights_of_a_mixed_hit_take_whole_latin_words() -> None:
         "parser",
     ]
     assert highlight_spans("日本語のテスト", "のテ") == [(3, 5)]
+
+
+def test_only_the_head_of_a_long_text_is_rewritten() -> None:
+    text = "测试" * (REWRITTEN_CHARS // 2) + "解析器 tail"
+    words = index_words(text).split()
+    assert words[-2:] == ["解析器", "tail"]  # beyond the head: the parser's words
+    assert "测试" in words
+    assert "解析" not in words
 
 
 def test_has_cjk_sees_letters_and_full_width_punctuation_not_english_quotes() -> None:
