@@ -7,26 +7,33 @@
   `tool_calls`, `batches`, `conversations`; a sample is decoded back by
   the store's codec to prove the shape). Text: ~300 characters from a
   30,000-word Zipf-distributed vocabulary; every 10th message is Chinese
-  (no spaces); user/assistant turns, a tool call and its result every 5th
+  (no spaces, an English word now and then), every 20th Japanese (kanji,
+  kana particles, katakana words); user/assistant turns, a tool call and its result every 5th
   turn (8 tool names); recorded over 90 days. The search indexes are
-  built after the load (CREATE INDEX, as migration 0006 does; the
-  substring index as `convo search-index enable substring` would, where the
-  server has pg_trgm), then `VACUUM (ANALYZE)`.
+  built after the load (CREATE INDEX, as the migrations do; the substring
+  index as `convo search-index enable substring` would, where the server
+  has pg_trgm), then `VACUUM (ANALYZE)`.
 - latency: `Repository.search_messages` (what `GET /messages/search`
   calls, minus HTTP), each query form repeated, in turns; p50/p95 in ms.
   Query forms: a rare word, a mid-frequency word, two words, a phrase,
-  an English substring, a Chinese substring, and text with filters (role +
-  time range, one conversation, conversation metadata, a tool's name).
+  a 2-character Chinese word, a Japanese word, Chinese with an English
+  word, an English substring, Chinese substrings (2 and 3 characters),
+  and text with filters (role + time range, one conversation,
+  conversation metadata, a tool's name).
 - index bytes per message: `pg_relation_size` of each search index over
   the number of messages (built in one go: an index grown by single
-  inserts is somewhat larger).
+  inserts is somewhat larger); and what reading CJK as bigrams costs: the
+  words index against one built with the parser's words only (before
+  migration 0018), over the CJK messages.
+- append: single-message appends through the repository with the words
+  index, a Chinese message against an English one of the same length;
+  p50 in ms.
 
 No figure is asserted; the goal (p95 ≤ 100 ms) is compared in `comparisons`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import statistics
@@ -42,8 +49,11 @@ from bench.report import comparison, print_comparisons, print_table
 from hosting.settings import Settings
 from store.domain.codec import decode_message
 from store.domain.events import from_data
+from store.domain.messages import Message
 from store.domain.search import SearchQuery, search_query
+from store.domain.search_words import REWRITE_TRIGGER
 from store.domain.tokens import estimate_message_tokens
+from store.postgres import search_indexes
 
 QUICK = quick_mode()
 CONVERSATIONS = 100 if QUICK else 1_000
@@ -117,6 +127,9 @@ _CHINESE = (
 )
 WORDS = 30_000
 CHINESE_WORDS = 5_000
+JAPANESE_WORDS = 3_000
+_KATAKANA = "アイウエオカキクケコサシスセソタチツテトナニヌネノハヒフヘホマミムメモラリルレロン"
+_PARTICLES = ("の", "が", "を", "に", "は", "で", "と", "から", "します", "した")
 # The corpus's messages are spread over 90 days from 2026-01-01; a time-range
 # search asks for ten of them.
 MID_JANUARY = {
@@ -159,14 +172,38 @@ class Corpus:
         self.chinese_words = sorted(chinese)
         self.rng.shuffle(self.chinese_words)
         self._chinese_cumulative = _zipf(CHINESE_WORDS)
+        # Japanese words: two kanji, or 2-4 katakana.
+        japanese: set[str] = set()
+        while len(japanese) < JAPANESE_WORDS:
+            if self.rng.random() < 0.5:
+                japanese.add("".join(self.rng.choices(_CHINESE, k=2)))
+            else:
+                japanese.add("".join(self.rng.choices(_KATAKANA, k=self.rng.choice((2, 3, 4)))))
+        self.japanese_words = sorted(japanese)
+        self.rng.shuffle(self.japanese_words)
+        self._japanese_cumulative = _zipf(JAPANESE_WORDS)
 
     def text(self, chars: int = 300) -> str:
         picked = self.rng.choices(self.words, cum_weights=self._cumulative, k=chars // 5)
         return " ".join(picked)[:chars]
 
     def chinese(self, chars: int = 120) -> str:
+        """Chinese without spaces, an English word every tenth word."""
         picked = self.rng.choices(self.chinese_words, cum_weights=self._chinese_cumulative, k=50)
+        english = self.rng.choices(self.words, cum_weights=self._cumulative, k=5)
+        for i, word in enumerate(english):
+            picked[i * 10 + 9] = f" {word} "
         return "".join(picked)[:chars]
+
+    def japanese(self, chars: int = 120) -> str:
+        """Kanji and katakana words joined by kana particles."""
+        picked = self.rng.choices(self.japanese_words, cum_weights=self._japanese_cumulative, k=40)
+        particles = self.rng.choices(_PARTICLES, k=40)
+        return "".join(w + p for w, p in zip(picked, particles, strict=True))[:chars]
+
+    def japanese_word(self, rank: int) -> str:
+        """The first katakana word of 3 or more characters from this rank on."""
+        return next(w for w in self.japanese_words[rank:] if len(w) >= 3 and w[0] in _KATAKANA)
 
     def chinese_word(self, rank: int, length: int = 3) -> str:
         """The first Chinese word of `length` characters from this rank on."""
@@ -211,7 +248,6 @@ def load_corpus(
     indexes after (the substring one as an operator who enabled it would
     have it, where the server has pg_trgm); VACUUM (ANALYZE). Returns facts
     about what was loaded."""
-    migration = importlib.import_module("migrations.versions.0006_search")
     corpus = Corpus(seed)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     span = timedelta(days=90)
@@ -306,9 +342,10 @@ def load_corpus(
         conn.commit()
         for type_, data in sample:  # the store's own codec reads what was loaded
             from_data(type_, data)
-        cur.execute(migration.UPGRADE[2])  # the words index
-        if substring_index:
-            cur.execute(migration.SUBSTRING_INDEX)
+        cur.execute(search_indexes.create_statement("text"))
+        if substring_index and search_indexes.status(conn, "substring").buildable:
+            cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            cur.execute(search_indexes.create_statement("substring"))
         conn.commit()
     with raw_sync_connection(url, settings) as conn:
         conn.autocommit = True
@@ -341,7 +378,12 @@ def _message(
 ) -> tuple[str, dict[str, Any], tuple[str, str] | None]:
     """(role, the codec's JSON of the message, (call id, tool) of a call)."""
     role = _role(seq)
-    text = corpus.chinese() if seq % 10 == 3 else corpus.text()
+    if seq % 10 == 3:
+        text = corpus.chinese()
+    elif seq % 20 == 7:
+        text = corpus.japanese()
+    else:
+        text = corpus.text()
     turn = (seq - 1) % 10
     if turn == 8:
         call_id = f"call_{seq}"
@@ -368,7 +410,15 @@ def query_forms(corpus: Corpus) -> dict[str, SearchQuery]:
         "text, a mid-frequency word": search_query(q=mid),
         "text, two words": search_query(q=f"{mid} {common}"),
         "text, a phrase": search_query(q=f'"{common} {mid}"'),
+        "text, Chinese word (2 characters)": search_query(q=corpus.chinese_word(200, 2)),
+        "text, Japanese word": search_query(q=corpus.japanese_word(200)),
+        "text, Chinese and an English word": search_query(
+            q=f"{corpus.chinese_word(20, 2)} {corpus.word(100)}"
+        ),
         "substring, part of a word": search_query(q=part_of_rare, mode="substring"),
+        "substring, Chinese (2 characters)": search_query(
+            q=corpus.chinese_word(200, 2), mode="substring"
+        ),
         "substring, Chinese (3 characters)": search_query(
             q=corpus.chinese_word(200), mode="substring"
         ),
@@ -376,6 +426,72 @@ def query_forms(corpus: Corpus) -> dict[str, SearchQuery]:
         "text + one conversation": search_query(q=mid, conversation_id=conversation_key(0)),
         "text + conversation metadata": search_query(q=mid, metadata={"project": "p4"}),
         "text + tool name": search_query(q=mid, tool_name="grep", role="tool"),
+    }
+
+
+APPENDS = 100 if QUICK else 300
+_CONTENT_EVENTS = "type IN ('message_appended', 'message_edited')"
+# The words index before migration 0018: the parser's words only.
+_PARSER_WORDS = "to_tsvector('simple'::regconfig, convo_search_text(data))"
+
+
+def cjk_index_cost(url: str, settings: Settings) -> dict[str, float]:
+    """What reading CJK as bigrams costs the words index: the index over
+    the CJK messages only, built as now and as before migration 0018, in
+    bytes per CJK message, beside the bytes of those messages' text."""
+    where = f"WHERE {_CONTENT_EVENTS} AND convo_search_text(data) ~ '{REWRITE_TRIGGER}'"
+    sizes: dict[str, float] = {}
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        conn.execute("SET statement_timeout = 0")
+        conn.execute("SET maintenance_work_mem = '256MB'")
+        row = conn.execute(
+            f"SELECT count(*), avg(octet_length(convo_search_text(data))) FROM events {where}"
+        ).fetchone()
+        assert row is not None
+        count, text_bytes = int(row[0]), float(row[1] or 0)
+        for name, expression in (
+            ("bigrams", "convo_search_vector(data)"),
+            ("parser", _PARSER_WORDS),
+        ):
+            conn.execute(f"DROP INDEX IF EXISTS bench_cjk_{name}")
+            conn.execute(
+                f"CREATE INDEX bench_cjk_{name} ON events USING gin ({expression}) {where}"
+            )
+            size = conn.execute(f"SELECT pg_relation_size('bench_cjk_{name}')").fetchone()
+            assert size is not None
+            sizes[name] = size[0] / max(count, 1)
+            conn.execute(f"DROP INDEX bench_cjk_{name}")
+    return {
+        "cjk_messages": count,
+        "text_bytes_per_cjk_message": text_bytes,
+        "words_index_bytes_per_cjk_message": sizes["bigrams"],
+        "parser_words_index_bytes_per_cjk_message": sizes["parser"],
+    }
+
+
+async def append_cost(url: str, settings: Settings, corpus: Corpus) -> dict[str, float]:
+    """Single-message appends with the words index: a Chinese message
+    against an English one of as many characters (p50 ms), taken in turns."""
+    import time
+
+    samples: dict[str, list[float]] = {"chinese": [], "english": []}
+    async with open_repository(url, settings, pool_size=2) as base:
+        repository = base.for_tenant(tenant_of(0))
+        conversations = {
+            language: (await repository.create_conversation()).id for language in samples
+        }
+        for _ in range(WARMUP + APPENDS):
+            chinese = corpus.chinese()
+            texts = {"chinese": chinese, "english": corpus.text(len(chinese))}
+            for language, text in texts.items():
+                started = time.perf_counter()
+                await repository.append_messages(
+                    conversations[language], [Message(role="user", content=text)]
+                )
+                samples[language].append(time.perf_counter() - started)
+    return {
+        f"{language}_p50": _percentile(values[WARMUP:], 0.5) for language, values in samples.items()
     }
 
 
@@ -420,6 +536,8 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         )
     messages = loaded["messages"]
     per_message = {name: size / messages for name, size in sizes.items()}
+    cjk = cjk_index_cost(url, settings)
+    appends = await append_cost(url, settings, corpus)
     unindexed = (
         await _substring_without_its_index(url, settings, forms)
         if sizes.get("ix_events_search_substring")
@@ -439,6 +557,8 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
             for name, samples in latencies.items()
         },
         "substring_without_its_index_ms": unindexed,
+        "cjk_words_index": cjk,
+        "append_with_words_index_ms": appends,
         "bytes_per_message": per_message,
         "search_index_bytes_per_message": per_message.get("ix_events_search_text", 0)
         + per_message.get("ix_events_search_substring", 0),
@@ -475,7 +595,26 @@ async def _substring_without_its_index(
 
 def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     messages = figures["loaded"]["messages"]
-    return [
+    cjk = figures["cjk_words_index"]
+    appends = figures["append_with_words_index_ms"]
+    costs = [
+        comparison(
+            "words index per CJK message, bigrams and unigrams vs the parser's words (info)",
+            cjk["words_index_bytes_per_cjk_message"],
+            cjk["parser_words_index_bytes_per_cjk_message"],
+            unit="bytes",
+            baseline_name="before migration 0018",
+            note=f"the text itself: {cjk['text_bytes_per_cjk_message']:.0f} bytes",
+        ),
+        comparison(
+            "single append with the words index, Chinese vs English message (info)",
+            appends["chinese_p50"],
+            appends["english_p50"],
+            unit="ms",
+            baseline_name="English, as many characters",
+        ),
+    ]
+    return costs + [
         comparison(
             f"search p95, {name} ({messages:,} messages)",
             row["p95"],
@@ -506,6 +645,12 @@ def main() -> None:
             [name, row["p50"], row["max"]]
             for name, row in figures.get("substring_without_its_index_ms", {}).items()
         ],
+    )
+    print_table(
+        "what CJK costs the words index",
+        ["figure", "value"],
+        [[name, value] for name, value in figures["cjk_words_index"].items()]
+        + [[name, value] for name, value in figures["append_with_words_index_ms"].items()],
     )
     print_table(
         "bytes per message",

@@ -21,7 +21,7 @@ def search_command(
     substring: Annotated[
         bool,
         typer.Option(
-            "--substring", "-s", help="Match the characters anywhere (e.g. Chinese); 3 or more."
+            "--substring", "-s", help="Match the characters anywhere: 3 or more, or CJK ones only."
         ),
     ] = False,
     role: Annotated[str | None, typer.Option(help="Only this role's messages.")] = None,

@@ -60,18 +60,20 @@ async def search_messages(
         Query(
             min_length=1,
             max_length=MAX_SEARCH_QUERY_CHARS,
-            description="What to find (1–500 characters). mode=text: words, any language,"
+            description="What to find (1–500 characters). mode=text: words, any language"
+            " (Chinese, Japanese and Korean words of any length, without spaces),"
             ' with web-search syntax (`"exact phrase"`, `a OR b`, `-excluded`);'
             " mode=substring: these characters anywhere, case-insensitively"
-            f" (at least {MIN_SUBSTRING_CHARS}).",
+            f" (at least {MIN_SUBSTRING_CHARS}, or CJK characters only).",
             examples=["deploy failed", "北京见面"],
         ),
     ],
     mode: Annotated[
         SearchMode,
         Query(
-            description="text: whole words (full-text search, no stemming); substring:"
-            " the characters as typed, e.g. Chinese or parts of identifiers.",
+            description="text: whole words (full-text search, no stemming; CJK as"
+            " character bigrams); substring: the characters as typed, e.g. parts of"
+            " identifiers.",
             examples=["text"],
         ),
     ] = "text",

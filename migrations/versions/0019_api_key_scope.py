@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019_api_key_scope"
-down_revision: str | None = "0017_api_key_expiry"
+down_revision: str | None = "0018_search_reads_cjk"
 
 
 def upgrade() -> None:

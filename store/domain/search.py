@@ -5,11 +5,15 @@ Two modes (docs/search.md):
     text       words, any language: PostgreSQL full-text search with the
                'simple' configuration (no stemming, no stop words) and
                `websearch_to_tsquery` syntax: `deploy failed`, `"exact
-               phrase"`, `timeout OR deadline`, `-flaky`
+               phrase"`, `timeout OR deadline`, `-flaky`; Chinese,
+               Japanese and Korean, which have no spaces, as character
+               bigrams and unigrams (`store.domain.search_words`), so
+               `解析器`, `测试` and `修复 parser` are found
     substring  the characters as typed, case-insensitive, anywhere in the
                text (`ILIKE '%…%'`, over a trigram index where an
-               operator built one): finds text without spaces, such as
-               Chinese; at least 3 characters
+               operator built one): parts of words and identifiers; at
+               least 3 characters, or any number of CJK ones only (found
+               through the words index, then checked as typed)
 
 What is searched is a message's current text: its content string, or the
 text parts of a content array (an edited message: its latest edit's
@@ -20,7 +24,7 @@ the message was recorded), then by conversation and seq, in keyset pages.
 The PostgreSQL storage and the in-memory one implement `Storage.search`;
 this module holds what both share: the validated query, the hit and page
 values, the opaque cursor, and the snippets of substring (and in-memory)
-matches.
+matches (`search_words` holds the tokenising rule and the CJK highlights).
 """
 
 from __future__ import annotations
@@ -47,6 +51,15 @@ from store.domain.inputs import (
     text_problem,
 )
 from store.domain.messages import MessageKind, Role
+from store.domain.search_words import (
+    QUERY_PARTS,
+    WordsQuery,
+    has_cjk,
+    highlight_spans,
+    index_words,
+    is_cjk_only,
+    map_query,
+)
 
 __all__ = [
     "DEFAULT_SEARCH_LIMIT",
@@ -65,7 +78,7 @@ __all__ = [
 ]
 
 MAX_SEARCH_QUERY_CHARS = 500
-MIN_SUBSTRING_CHARS = 3  # a trigram index finds nothing shorter by index
+MIN_SUBSTRING_CHARS = 3  # a trigram index finds nothing shorter (but CJK: the words index)
 MAX_SEARCH_LIMIT = 1000
 DEFAULT_SEARCH_LIMIT = 50
 MAX_SEARCH_METADATA_CHARS = 4096  # the conversation metadata a search filters on
@@ -151,10 +164,15 @@ class SearchQuery(BaseModel):
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:
-        if self.mode == "substring" and len(self.q.strip()) < MIN_SUBSTRING_CHARS:
+        if (
+            self.mode == "substring"
+            and not self.indexed_as_words
+            and (len(self.needle) < MIN_SUBSTRING_CHARS)
+        ):
             raise ValueError(
-                f"a substring search needs at least {MIN_SUBSTRING_CHARS} characters"
-                f" (got {len(self.q.strip())}); search shorter words with mode=text"
+                f"a substring search needs at least {MIN_SUBSTRING_CHARS} characters, or"
+                f" only Chinese, Japanese or Korean ones (got {len(self.needle)}); search"
+                " whole words of any length with mode=text"
             )
         if self.mode == "text" and not _terms(self.q)[0]:
             # Only exclusions (`-word`) would match nearly every message:
@@ -178,6 +196,18 @@ class SearchQuery(BaseModel):
     def needle(self) -> str:
         """The substring searched for (surrounding spaces dropped)."""
         return self.q.strip()
+
+    @property
+    def indexed_as_words(self) -> bool:
+        """Whether the words index finds this search: text mode, or a
+        substring of CJK characters only (their bigrams are indexed)."""
+        return self.mode == "text" or is_cjk_only(self.needle)
+
+    @property
+    def words(self) -> WordsQuery:
+        """What the words index is asked, CJK mapped to its bigrams and
+        unigrams (`search_words.map_query`)."""
+        return map_query(self.q if self.mode == "text" else self.needle)
 
     def after(self) -> Cursor | None:
         return None if self.cursor is None else Cursor.decode(self.cursor)
@@ -276,6 +306,12 @@ def _window(
     return prefix + text[start:end] + suffix, inside
 
 
+def text_snippet(text: str, q: str) -> tuple[str, list[tuple[int, int]]]:
+    """A window around the first word of the text query `q` in `text`
+    (the snippet of a hit with CJK, which `ts_headline` cannot split)."""
+    return _window(text, highlight_spans(text, q))
+
+
 def substring_snippet(text: str, needle: str) -> tuple[str, list[tuple[int, int]]]:
     """A window around the first case-insensitive occurrence of `needle`."""
     pattern = re.compile(re.escape(needle), re.IGNORECASE)
@@ -288,18 +324,18 @@ def substring_snippet(text: str, needle: str) -> tuple[str, list[tuple[int, int]
 _WORD = re.compile(r"\w+")
 
 
-def _terms(q: str) -> tuple[list[list[str]], list[str]]:
-    """A text query as (required phrases, each a list of words; excluded
+def _terms(q: str) -> tuple[list[list[str]], list[list[str]]]:
+    """A text query as (required phrases, excluded phrases; each a list of
     words): `websearch_to_tsquery`'s syntax, without OR."""
     required: list[list[str]] = []
-    excluded: list[str] = []
-    for phrase, word in re.findall(r'"([^"]*)"|(\S+)', q):
+    excluded: list[list[str]] = []
+    for minus, phrase, word in QUERY_PARTS.findall(q):
         if phrase:
             words = [w.lower() for w in _WORD.findall(phrase)]
             if words:
-                required.append(words)
+                (excluded if minus else required).append(words)
         elif word.startswith("-"):
-            excluded += [w.lower() for w in _WORD.findall(word)]
+            excluded += [[w.lower()] for w in _WORD.findall(word)]
         elif word.lower() != "or":
             required += [[w.lower()] for w in _WORD.findall(word)]
     return required, excluded
@@ -310,16 +346,30 @@ def _contains(words: list[str], phrase: list[str]) -> Iterable[int]:
     return (i for i in range(len(words) - n + 1) if words[i : i + n] == phrase)
 
 
+def _found(words: list[str], phrase: list[str]) -> bool:
+    return next(iter(_contains(words, phrase)), None) is not None
+
+
 def text_match(text: str, q: str) -> tuple[str, list[tuple[int, int]]] | None:
     """The in-memory storage's text mode: every word (and quoted phrase) of
     `q` appears as a whole word, case-insensitively, and no `-word` does; a
     snippet around the first match, or None when the text does not match."""
-    required, excluded = _terms(q)
+    mapped = map_query(q)
+    required, excluded = _terms(mapped.words)
     if not required:
         return None
+    if has_cjk(q) or has_cjk(text):
+        words = [w.lower() for w in _WORD.findall(index_words(text))]
+        if (
+            any(_found(words, phrase) for phrase in excluded)
+            or not all(_found(words, phrase) for phrase in required)
+            or not all(run in text for run in mapped.runs)
+        ):
+            return None
+        return text_snippet(text, q)
     found = [(m.group().lower(), m.span()) for m in _WORD.finditer(text)]
     words = [w for w, _ in found]
-    if any(w in words for w in excluded):
+    if any(_found(words, phrase) for phrase in excluded):
         return None
     spans: list[tuple[int, int]] = []
     for phrase in required:

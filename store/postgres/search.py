@@ -1,5 +1,6 @@
 """Search on PostgreSQL: one statement per page (`page_statement`), over
-the words index of migration 0006 and, where an operator built it, the
+the words index of migrations 0006 and 0018 (CJK as bigrams and unigrams:
+`store.postgres.search_words`) and, where an operator built it, the
 substring index (`store.postgres.search_indexes`; docs/search.md)."""
 
 from __future__ import annotations
@@ -19,21 +20,28 @@ from store.domain.search import (
     like_pattern,
     marked_snippet,
     substring_snippet,
+    text_snippet,
 )
+from store.domain.search_words import REWRITE_TRIGGER, has_cjk
 from store.postgres.pooled import Pooled
 
 # A message's searchable text is derived from its event, never stored:
-# `convo_search_text(data)` (migrations 0006, 0009) is the expression the
-# GIN indexes are built on (words always; substring where an operator built
-# it), partial on the events that carry content; a search must spell it
+# `convo_search_text(data)` (migrations 0006, 0009) and its words
+# `convo_search_vector(data)` (0018) are the expressions the GIN indexes
+# are built on (words always; substring where an operator built it),
+# partial on the events that carry content; a search must spell them
 # exactly so, to use them. Without the substring index, a substring search
 # reads the content events of the conversations it may return.
 _CONTENT_EVENTS = "e.type IN ('message_appended', 'message_edited')"
 SEARCH_TEXT_MATCH = (
-    "to_tsvector('simple'::regconfig, convo_search_text(e.data))"
-    " @@ websearch_to_tsquery('simple'::regconfig, %(q)s)"
+    "convo_search_vector(e.data) @@ websearch_to_tsquery('simple'::regconfig, %(words)s)"
 )
 SEARCH_SUBSTRING_MATCH = "convo_search_text(e.data) ILIKE %(pattern)s"
+# The CJK words a text query requires as typed (`WordsQuery.runs`).
+SEARCH_RUNS_MATCH = "convo_search_text(e.data) LIKE ALL (%(runs)s)"
+# Text with CJK gets its snippet cut here (`text_snippet`): ts_headline's
+# parser would see a whole CJK sentence as one word.
+_HAS_CJK = f"convo_search_text(h.data) ~ '{REWRITE_TRIGGER}'"
 
 # Each filter, applied to the hits the index found (`a` is the message's
 # own appended event: its recorded time).
@@ -53,18 +61,30 @@ SEARCH_FILTERS = {
 
 
 @cache
-def page_statement(*, substring: bool, filters: tuple[str, ...]) -> str:
+def page_statement(
+    *, substring: bool, words: bool, runs: bool, cjk: bool, filters: tuple[str, ...]
+) -> str:
     """One page of a search: the index finds the events whose text matches;
     each is kept if it holds its message's current text (the appended
     event of an unedited message, the latest edit of an edited one), its
     conversation is the tenant's, and the filters hold; newest first.
 
+    A substring of CJK characters only is a words search (`words`): its
+    unigram, its bigram, or its bigrams ANDed and the characters as typed
+    (`runs`, as for the CJK words a text query requires): exact, and
+    better answered than by the trigram index.
+
     The snippet is made for the page's rows only: ts_headline for text (its
     marks are control characters, removed from the text first), the text
-    itself for a substring match (cut around the match by the caller).
+    itself for a substring match, for text with CJK and for every hit of
+    a query with CJK (`cjk`), cut by the caller; a flag says which.
     One statement shape per mode and set of filters, each prepared once.
     """
-    match = SEARCH_SUBSTRING_MATCH if substring else SEARCH_TEXT_MATCH
+    if words:
+        matches = [SEARCH_TEXT_MATCH, SEARCH_RUNS_MATCH] if runs else [SEARCH_TEXT_MATCH]
+    else:
+        matches = [SEARCH_SUBSTRING_MATCH]
+    match = " AND ".join(matches)
     conditions = "".join(f" AND {SEARCH_FILTERS[name]}" for name in filters)
     page = (
         "SELECT m.conversation_id, c.key, m.seq, m.role, m.agent_id, m.kind, m.batch,"
@@ -79,13 +99,14 @@ def page_statement(*, substring: bool, filters: tuple[str, ...]) -> str:
         f" AND c.tenant = %(tenant)s AND c.deleted_at IS NULL{conditions}"
         " ORDER BY a.recorded_at DESC, m.conversation_id DESC, m.seq DESC LIMIT %(limit)s"
     )
-    if substring:
-        snippet = "convo_search_text(h.data)"
+    if substring or cjk:
+        snippet = "true, convo_search_text(h.data)"
     else:
         snippet = (
-            "ts_headline('simple'::regconfig,"
+            f"{_HAS_CJK}, CASE WHEN {_HAS_CJK} THEN convo_search_text(h.data) ELSE"
+            " ts_headline('simple'::regconfig,"
             " translate(convo_search_text(h.data), E'\\x02\\x03', ''),"
-            " websearch_to_tsquery('simple'::regconfig, %(q)s), %(headline)s)"
+            " websearch_to_tsquery('simple'::regconfig, %(words)s), %(headline)s) END"
         )
     # Hits name the conversation by the client's id (`key`); the cursor
     # keeps the storage's uuid, which orders the hits.
@@ -115,10 +136,18 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
         params.update(values)
 
     substring = query.mode == "substring"
-    if substring:
-        params["pattern"] = like_pattern(query.needle)
+    words = query.indexed_as_words
+    cjk = has_cjk(query.q)
+    runs = False
+    if words:
+        mapped = query.words
+        params["words"] = mapped.words
+        if mapped.runs:
+            runs = True
+            params["runs"] = [like_pattern(run) for run in mapped.runs]
     else:
-        params["q"] = query.q
+        params["pattern"] = like_pattern(query.needle)
+    if not (substring or cjk):
         params["headline"] = HEADLINE_OPTIONS
     if query.conversation_id is not None:
         add("conversation", conversation=query.conversation_id)
@@ -141,18 +170,23 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
     after = query.after()
     if after is not None:
         add("after", at=after.recorded_at, after_cid=after.conversation, after_seq=after.seq)
-    return page_statement(substring=substring, filters=tuple(filters)), params
+    shape = page_statement(
+        substring=substring, words=words, runs=runs, cjk=cjk, filters=tuple(filters)
+    )
+    return shape, params
 
 
 def _hits_page(query: SearchQuery, rows: list[Any]) -> SearchPage:
     """The page of hits from the statement's rows (one more than the page
     holds: whether another page follows)."""
     hits = []
-    for cid, shown_id, seq, role, agent, kind, batch, at, edited, snippet in rows[: query.limit]:
+    for cid, shown_id, seq, role, agent, kind, batch, at, edited, raw, text in rows[: query.limit]:
         if query.mode == "substring":
-            passage, highlights = substring_snippet(snippet or "", query.needle)
+            passage, highlights = substring_snippet(text or "", query.needle)
+        elif raw:
+            passage, highlights = text_snippet(text or "", query.q)
         else:
-            passage, highlights = marked_snippet(snippet or "")
+            passage, highlights = marked_snippet(text or "")
         hits.append(
             (
                 Cursor(recorded_at=at, conversation=cid, seq=seq),

@@ -7,9 +7,10 @@ indexes make a tenant-wide search an index scan, and every append pays for
 them inside its transaction (docs/search.md, "What an append pays for
 search"):
 
-- `text` (`ix_events_search_text`, words: `mode=text`): built by migration
-  0006, so a new store searches fast at any size. A write-heavy store that
-  rarely searches can drop it, and every append gets cheaper, bulk appends
+- `text` (`ix_events_search_text`, words: `mode=text`, CJK as character
+  bigrams and unigrams): built by migrations 0006 and 0018, so a new
+  store searches fast at any size. A write-heavy store that rarely
+  searches can drop it, and every append gets cheaper, bulk appends
   the most (docs/search.md, "What an append pays for search", has the
   figures).
 - `substring` (`ix_events_search_substring`, pg_trgm trigrams:
@@ -30,11 +31,13 @@ from typing import Any, Literal
 import psycopg
 
 from store.domain.errors import InvalidOperation
+from store.postgres.search_words import VECTOR
 
 SearchIndexKind = Literal["text", "substring"]
 
 # Partial on the events that carry content, over the derived text
-# (`convo_search_text`, migrations 0006 and 0009): the expressions
+# (`convo_search_text`, migrations 0006 and 0009; its words:
+# `convo_search_vector`, 0018): the expressions
 # `search.SEARCH_TEXT_MATCH` and `search.SEARCH_SUBSTRING_MATCH` spell.
 _CONTENT_EVENTS = "WHERE type IN ('message_appended', 'message_edited')"
 # A 64 kB pending list, not the server's 4 MB: migration 0010 says why.
@@ -42,7 +45,7 @@ PENDING_LIST = "WITH (gin_pending_list_limit = 64)"
 INDEXES: dict[SearchIndexKind, tuple[str, str]] = {
     "text": (
         "ix_events_search_text",
-        f"USING gin (to_tsvector('simple'::regconfig, convo_search_text(data))) {PENDING_LIST}",
+        f"USING gin ({VECTOR}) {PENDING_LIST}",
     ),
     "substring": (
         "ix_events_search_substring",
@@ -94,14 +97,21 @@ def enable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
         return current
     if not current.buildable:
         raise InvalidOperation(NO_TRIGRAM)
-    name, method = INDEXES[kind]
     conn.execute("SET statement_timeout = 0")
     if kind == "substring":
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
     if current.present:
-        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-    conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON events {method} {_CONTENT_EVENTS}")
+        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {current.name}")
+    conn.execute(create_statement(kind, concurrently=True))
     return status(conn, kind)
+
+
+def create_statement(kind: SearchIndexKind, *, concurrently: bool = False) -> str:
+    """The statement that builds the index (a bulk load builds it after
+    the load, in its own transaction: not concurrently)."""
+    name, method = INDEXES[kind]
+    how = "CONCURRENTLY " if concurrently else ""
+    return f"CREATE INDEX {how}{name} ON events {method} {_CONTENT_EVENTS}"
 
 
 def disable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:

@@ -96,6 +96,76 @@ async def test_substring_finds_text_without_spaces(
     assert seqs(await search(acme, q="50%_", mode="substring")) == []
 
 
+@pytest.fixture
+async def cjk(acme: httpx.AsyncClient) -> str:
+    """Chinese, Japanese, Korean and mixed text without spaces."""
+    cid = await new_conversation(acme)
+    await append(
+        acme,
+        cid,
+        [
+            {"role": "user", "content": "请帮我修复解析器的测试"},
+            {"role": "assistant", "content": "好的，我来修复parser的测试。"},
+            {"role": "user", "content": "解析器のテストが失敗しました"},
+            {"role": "assistant", "content": "한국어 검색을 고쳐 주세요"},
+            {"role": "user", "content": [{"type": "text", "text": "测试「通过」了"}]},
+        ],
+    )
+    return cid
+
+
+@pytest.mark.parametrize(
+    ("q", "found"),
+    [
+        ("解析器", [3, 1]),
+        ("测试", [5, 2, 1]),
+        ("测", [5, 2, 1]),
+        ("修复", [2, 1]),
+        ("修复 parser", [2]),
+        ("修复parser", [2]),
+        ('"修复 parser"', [2]),
+        ("parser", [2]),
+        ("解析器のテスト", [3]),
+        ("テスト", [3]),
+        ("の", [3]),
+        ("검색", [4]),
+        ("한", [4]),
+        ("通过", [5]),
+        ("测试 -解析器", [5, 2]),
+        ("解器", []),
+        ("器的测", [1]),
+    ],
+)
+async def test_text_search_finds_cjk_words_of_any_length(
+    acme: httpx.AsyncClient, cjk: str, q: str, found: list[int]
+) -> None:
+    assert seqs(await search(acme, q=q)) == found
+
+
+async def test_cjk_hits_are_highlighted_at_their_characters(
+    acme: httpx.AsyncClient, cjk: str
+) -> None:
+    body = await search(acme, q="解析器 测试")
+    hit = body["hits"][0]
+    assert (hit["seq"], hit["snippet"]) == (1, "请帮我修复解析器的测试")
+    assert hit["highlights"] == [[5, 8], [9, 11]]
+    mixed = (await search(acme, q="修复 parser"))["hits"][0]
+    assert mixed["snippet"] == "好的，我来修复parser的测试。"
+    assert [mixed["snippet"][s:e] for s, e in mixed["highlights"]] == ["修复", "parser"]
+
+
+async def test_substring_mode_takes_one_or_two_cjk_characters(
+    acme: httpx.AsyncClient, cjk: str
+) -> None:
+    assert seqs(await search(acme, q="测试", mode="substring")) == [5, 2, 1]
+    assert seqs(await search(acme, q="の", mode="substring")) == [3]
+    assert seqs(await search(acme, q="析器的", mode="substring")) == [1]
+    hit = (await search(acme, q="检索", mode="substring"))["hits"]
+    assert hit == []
+    body = await search(acme, q="修复", mode="substring")
+    assert [h["snippet"][s:e] for h in body["hits"] for s, e in h["highlights"]] == ["修复"] * 2
+
+
 async def test_filters(acme: httpx.AsyncClient, seeded: tuple[str, str]) -> None:
     first, second = seeded
     assert seqs(await search(acme, q="deploy", role="assistant")) == [2]
@@ -187,6 +257,8 @@ async def test_a_key_is_required(client: httpx.AsyncClient) -> None:
         ({"q": "   "}, "empty"),
         ({"q": "-flaky -slow"}, "at least one word"),
         ({"q": "ab", "mode": "substring"}, "at least 3 characters"),
+        ({"q": "a测", "mode": "substring"}, "with mode=text"),
+        ({"q": "「」", "mode": "text"}, "at least one word"),
         ({"q": "a", "mode": "regex"}, "mode"),
         ({"q": "a", "role": "robot"}, "role"),
         ({"q": "a", "kind": "thought"}, "kind"),
