@@ -196,6 +196,19 @@ class StandbyPair:
             time.sleep(0.02)
         raise TimeoutError("the standby did not catch up")
 
+    def pause_replay(self, timeout: float = 30.0) -> None:
+        """Pause the standby's replay, and wait until it has paused: a pause
+        is only asked for at first, and what arrives before it takes effect
+        is still replayed."""
+        self.standby.execute("SELECT pg_wal_replay_pause()")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ((state,),) = self.standby.execute("SELECT pg_get_wal_replay_pause_state()")
+            if state == "paused":
+                return
+            time.sleep(0.01)
+        raise TimeoutError("the standby's replay did not pause")
+
     def stop(self) -> None:
         self.standby.stop("immediate")
         self.primary.stop("immediate")

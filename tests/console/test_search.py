@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs
 
-import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -60,12 +59,6 @@ def test_a_two_character_chinese_word_written_apart_is_found(
     assert "北京" in texts(browser, "#search-results .hit mark")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a Chinese word inside a sentence with no spaces is found once the API's"
-    " search indexes CJK text by characters (another branch); the console renders"
-    " whatever the API highlights",
-)
 def test_a_two_character_chinese_word_inside_a_sentence_is_found(
     browser: WebDriver, console: Console
 ) -> None:

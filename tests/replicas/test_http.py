@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from api.app import create_app
 from api.consistency import CONSISTENCY_HEADER
@@ -22,15 +24,33 @@ from store.postgres.replicas import parse_lsn
 pytestmark = [pytest.mark.slow]
 
 
+@dataclass
+class Worker:
+    """An app (a worker) on the pair and a client of it."""
+
+    app: FastAPI
+    http: httpx.AsyncClient
+
+    async def look_at_standbys(self) -> None:
+        """Have the worker's router look at the standby now, as its next
+        poll would: the test then knows what the router knows."""
+        replicas = self.app.state.services.storage.replicas
+        await replicas.poll()
+
+
 @asynccontextmanager
-async def serving(pair: StandbyPair, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """An app (a worker) on the pair, reading from the standby."""
-    with_replicas = settings.model_copy(update={"replica_urls": (pair.standby.url("convo"),)})
+async def serving(pair: StandbyPair, settings: Settings) -> AsyncIterator[Worker]:
+    """A worker on the pair, reading from the standby. Its lag bound is
+    long: a standby paused on purpose must stay in use however slowly a
+    loaded machine runs the test (the bound is test_routing's)."""
+    with_replicas = settings.model_copy(
+        update={"replica_urls": (pair.standby.url("convo"),), "replica_max_lag_ms": 60_000}
+    )
     app = create_app(with_replicas, database_url=pair.primary.url("convo"))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://convo") as client:
-            yield client
+            yield Worker(app, client)
 
 
 async def test_a_token_sent_back_reads_the_write_on_another_worker(
@@ -43,14 +63,15 @@ async def test_a_token_sent_back_reads_the_write_on_another_worker(
         await engine.dispose()
     auth = {"Authorization": f"Bearer {key}"}
     async with serving(pair, settings) as writer, serving(pair, settings) as reader:
-        created = await writer.post("/conversations", json={}, headers=auth)
+        created = await writer.http.post("/conversations", json={}, headers=auth)
         assert created.status_code == 201
         parse_lsn(created.headers[CONSISTENCY_HEADER])
         cid = created.json()["id"]
         pair.wait_replayed()
-        pair.standby.execute("SELECT pg_wal_replay_pause()")
+        pair.pause_replay()
+        await reader.look_at_standbys()  # it has seen the standby with the conversation
         try:
-            appended = await writer.post(
+            appended = await writer.http.post(
                 f"/conversations/{cid}/messages",
                 json={"messages": [{"role": "user", "content": "hello"}]},
                 headers=auth,
@@ -59,22 +80,22 @@ async def test_a_token_sent_back_reads_the_write_on_another_worker(
             token = appended.headers[CONSISTENCY_HEADER]
             assert parse_lsn(token) >= parse_lsn(created.headers[CONSISTENCY_HEADER])
             # Reads do not write: no token in their answers.
-            window = await writer.get(f"/conversations/{cid}/window", headers=auth)
+            window = await writer.http.get(f"/conversations/{cid}/window", headers=auth)
             assert CONSISTENCY_HEADER not in window.headers
             assert [m["content"] for m in window.json()] == ["hello"]
             # Another worker: its history page is read on the paused standby,
             # unless the token says what it must see.
             path = f"/conversations/{cid}/messages"
-            stale = await reader.get(path, headers=auth)
+            stale = await reader.http.get(path, headers=auth)
             assert stale.json()["items"] == []
-            fresh = await reader.get(path, headers={**auth, CONSISTENCY_HEADER: token})
+            fresh = await reader.http.get(path, headers={**auth, CONSISTENCY_HEADER: token})
             assert [m["content"] for m in fresh.json()["items"]] == ["hello"]
         finally:
             pair.standby.execute("SELECT pg_wal_replay_resume()")
         for mangled in ("nonsense", "1/2/3", "G/0", "123456789/0", "0/" + "F" * 40):
-            refused = await reader.get(path, headers={**auth, CONSISTENCY_HEADER: mangled})
+            refused = await reader.http.get(path, headers={**auth, CONSISTENCY_HEADER: mangled})
             assert refused.status_code == 422
             assert refused.json()["type"] == "ValidationError"
-        metrics = (await reader.get("/metrics")).text
+        metrics = (await reader.http.get("/metrics")).text
         assert "convo_replica_lag_seconds{" in metrics
         assert 'convo_reads_routed_total{reader="analyst",server="replica"}' in metrics

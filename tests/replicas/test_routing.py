@@ -72,7 +72,7 @@ async def test_agents_read_their_writes_while_the_standby_replay_is_paused(
         cid = (await repo.create_conversation("paused")).id
         await repo.append_messages(cid, [_user("before the pause")])
         await _replayed(pair)
-        pair.standby.execute("SELECT pg_wal_replay_pause()")
+        pair.pause_replay()
         try:
             with read_after() as consistency:
                 await repo.append_messages(cid, [_user("while paused")])
@@ -114,7 +114,7 @@ async def test_a_standby_further_behind_than_the_bound_is_skipped(pair: StandbyP
         repo = Repository(seen.storage, tenant=f"t-{uuid.uuid4().hex[:8]}")
         cid = (await repo.create_conversation("lagging")).id
         await _replayed(pair)
-        pair.standby.execute("SELECT pg_wal_replay_pause()")
+        pair.pause_replay()
         try:
             await repo.append_messages(cid, [_user("not on the standby")])
             deadline = time.monotonic() + 10
