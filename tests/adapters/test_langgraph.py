@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, interrupt
 
 from store.adapters.langgraph import ConvoSaver
 from store.memory import InMemoryRepository
@@ -150,6 +151,76 @@ async def test_time_travel_branches_as_in_memory(repository: Repository) -> None
         await graph.ainvoke(None, branched)
         states[name] = _state(await graph.aget_state(config))
     assert states["ours"] == states["theirs"]
+
+
+def _with_subgraph(saver: Any) -> Any:
+    """A parent graph whose first node is a subgraph that asks the user
+    (an interrupt) before it ends: its checkpoints are the namespace
+    `sub:<task id>`'s."""
+
+    def ask(state: Chat) -> dict[str, Any]:
+        return {"messages": [HumanMessage(f"user said {interrupt('go on?')}")]}
+
+    sub = StateGraph(Chat)
+    sub.add_node("think", lambda state: {"messages": [AIMessage("thinking")]})
+    sub.add_node("ask", ask)
+    sub.add_edge(START, "think")
+    sub.add_edge("think", "ask")
+    parent = StateGraph(Chat)
+    parent.add_node("sub", sub.compile())
+    parent.add_node("final", lambda state: {"messages": [AIMessage(f"{len(state['messages'])}")]})
+    parent.add_edge(START, "sub")
+    parent.add_edge("sub", "final")
+    return parent.compile(checkpointer=saver)
+
+
+def _nested(snapshot: Any) -> dict[str, Any]:
+    """A state with its subgraphs' states and interrupts."""
+    return {
+        **_state(snapshot),
+        "tasks": [
+            (
+                task.name,
+                [i.value for i in task.interrupts],
+                None if task.state is None else _nested(task.state),
+            )
+            for task in snapshot.tasks
+        ],
+    }
+
+
+async def test_subgraph_namespace_as_in_memory(repository: Repository) -> None:
+    """A subgraph's checkpoints, read back with the parent's (by this saver
+    and by a fresh one), are InMemorySaver's; its messages are stored once,
+    in the agent of its namespace."""
+    ours, theirs = _with_subgraph(ConvoSaver(repository)), _with_subgraph(InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "nested"}}
+    for graph in (ours, theirs):
+        await graph.ainvoke({"messages": [HumanMessage("hi")]}, config)
+    expected = _nested(await theirs.aget_state(config, subgraphs=True))
+    assert expected["tasks"][0][2] is not None  # the subgraph's own state
+    assert _nested(await ours.aget_state(config, subgraphs=True)) == expected
+    fresh = _with_subgraph(ConvoSaver(repository))
+    assert _nested(await fresh.aget_state(config, subgraphs=True)) == expected
+    for graph in (ours, theirs):
+        await graph.ainvoke(Command(resume="yes"), config)
+    expected = _state(await theirs.aget_state(config))
+    assert [m["data"]["content"] for m in expected["values"]["messages"]] == [
+        "hi",
+        "thinking",
+        "user said yes",
+        "3",
+    ]
+    for graph in (ours, _with_subgraph(ConvoSaver(repository))):
+        assert _state(await graph.aget_state(config)) == expected
+        history = [_state(s) async for s in graph.aget_state_history(config)]
+        assert history == [_state(s) async for s in theirs.aget_state_history(config)]
+    stored = await repository.read_messages("nested", limit=100)
+    assert [m.text for m in stored] == ["hi", "thinking", "user said yes", "3"]
+    lanes = [m.agent_id for m in stored]
+    assert lanes[0] == lanes[3] == "main"
+    assert lanes[1] == lanes[2]
+    assert lanes[1].startswith("graph:sub:")
 
 
 def test_sync_api() -> None:
