@@ -259,13 +259,15 @@ class ConvoSessionService(BaseSessionService):
                 continue
             merged = {**await self._state(key), **delta}
             try:
-                await self.repository.update_slot(
+                written = await self.repository.update_slot(
                     key,
                     STATE_SLOT,
                     json.dumps(merged, ensure_ascii=False),
                     agent_id=AGENT,
                     expected_version=version,
                 )
+                if key in self._conversations:
+                    self._conversations[key].wrote(written)
                 return
             except ConcurrencyConflict:
                 continue

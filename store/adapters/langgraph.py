@@ -381,6 +381,7 @@ class ConvoSaver(SyncCheckpointSaver):
                     continue
                 if version == thread.log.high + 1:
                     thread.log.high = version
+                thread.conversation.wrote(version)
                 record = thread.log.add_record(version, data)
                 for channel, entries in merged.items():
                     thread.stored[(record.version, channel)] = entries
@@ -431,6 +432,7 @@ class ConvoSaver(SyncCheckpointSaver):
                 )
                 if version == thread.log.high + 1:
                     thread.log.high = version
+                thread.conversation.wrote(version)
             thread.log.add_writes(version, entry)
 
     def _write_entry(
