@@ -332,6 +332,43 @@ async def test_get_items_limit_reads_the_last_n(repository: Repository) -> None:
     assert await ConvoSession("nobody", repository).get_items(limit=5) == []
 
 
+class ReadCounter:
+    """A repository that counts what its reads return (every call passed on)."""
+
+    def __init__(self, repository: Repository) -> None:
+        self.repository = repository
+        self.read: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.repository, name)
+        if not (name.startswith(("read_", "visible_", "recent_", "role_")) or name == "history"):
+            return method
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            found = await method(*args, **kwargs)
+            rows = getattr(found, "items", found)
+            self.read[name] = self.read.get(name, 0) + len(rows)
+            return found
+
+        return counted
+
+
+async def test_get_items_limit_reads_only_the_last_n(repository: Repository) -> None:
+    """`get_items(limit=N)` reads N messages (and a few internal ones it
+    skips), from the end, however long the window."""
+    session = ConvoSession("long", repository)
+    for start in (0, 750):
+        await session.add_items(
+            [{"role": "user", "content": f"m{i}"} for i in range(start, start + 750)]
+        )
+    for n in (1, 5, 50):
+        counter = ReadCounter(repository)
+        items = await ConvoSession("long", counter).get_items(limit=n)
+        assert items == [{"role": "user", "content": f"m{i}"} for i in range(1500 - n, 1500)]
+        assert set(counter.read) == {"read_messages"}
+        assert counter.read["read_messages"] <= n + 8
+
+
 @pytest.fixture
 def unique_violations(repository: Repository, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The unique violations PostgreSQL raised in the repository's writes
