@@ -24,8 +24,10 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 
+from store.adapters._loop import run_sync
 from store.adapters.langgraph import ConvoSaver
 from store.memory import InMemoryRepository
+from store.postgres import PostgresStorage
 from store.repository import Repository
 
 
@@ -224,7 +226,21 @@ async def test_subgraph_namespace_as_in_memory(repository: Repository) -> None:
 
 
 def test_sync_api() -> None:
-    graph = _graph(ConvoSaver(InMemoryRepository()))
+    _sync_turns(InMemoryRepository())
+
+
+def test_sync_api_on_postgres(database_url: str) -> None:
+    """The sync methods over PostgreSQL: the storage connected on the loop
+    they run on (the adapters' background loop), as docs/adapters.md says."""
+    storage = run_sync(PostgresStorage.connect(database_url))
+    try:
+        _sync_turns(Repository(storage))
+    finally:
+        run_sync(storage.close())
+
+
+def _sync_turns(repository: Repository) -> None:
+    graph = _graph(ConvoSaver(repository))
     reference = _graph(InMemorySaver())
     config = {"configurable": {"thread_id": "sync"}}
     for turn in range(3):
