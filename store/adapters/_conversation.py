@@ -16,7 +16,9 @@ tool message marked `"internal": true`), which the adapters never show.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import random
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -28,9 +30,10 @@ from store.domain.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
     ConversationNotFound,
-    InvalidMessage,
 )
+from store.domain.feed import MAX_FEED_LIMIT
 from store.domain.messages import Message, StoredMessage, ToolCall
+from store.domain.records import StreamState
 from store.domain.values import Appended
 from store.repository import ConversationRepository
 
@@ -38,6 +41,9 @@ ADAPTER_KEY = "convo_adapter"
 """The metadata key under which an adapter keeps what the store has no field for."""
 
 RETRIES = 8
+# An append with tool calls is retried while other writers keep moving the
+# conversation (each retry first learns what they wrote).
+APPEND_RETRIES = 64
 
 
 def adapter_meta(message: Message) -> dict[str, Any]:
@@ -86,11 +92,15 @@ class Conversation:
         # tenant: store.domain.conversation_keys); it is checked on first use.
         self.id = conversation_key(session_id)
         self._exists = False
-        # Tool call ids this conversation has used (read once, then kept up
-        # to date by this object's appends): a framework's call id that is
-        # taken is stored under a fresh one before the append is sent, so
-        # the store never has to refuse it.
+        # Tool call ids this conversation has used, all of them up to the
+        # conversation's version `_calls_at` (read once, then kept up to
+        # date): a framework's call id that is taken is stored under a
+        # fresh one before the append is sent. An append with calls is
+        # guarded by that version, so a call id another writer used since
+        # is learnt from the log and decided here too: neither the store
+        # nor the database ever has to refuse one.
         self._used_calls: set[str] | None = None
+        self._calls_at = 0
 
     async def ensure(self) -> None:
         """Create the conversation on first use; a concurrent creator wins
@@ -145,8 +155,8 @@ class Conversation:
         if not drafts:
             return None
         await self.ensure()
-        rename_all = False
-        for _ in range(RETRIES):
+        with_calls = any(d.tool_calls for d in drafts)
+        for attempt in range(APPEND_RETRIES):
             used = await self._used_call_ids()
             # Pending calls matter only to the results among the drafts.
             blocks = (
@@ -155,29 +165,57 @@ class Conversation:
                 else []
             )
             pending = {b.call_id: b.assistant_seq for b in blocks}
-            messages = self._resolve(drafts, pending, orphan, used=used, rename_all=rename_all)
+            messages = self._resolve(drafts, pending, orphan, used=used)
+            known_at = self._calls_at
             try:
-                appended = await self.repository.append_messages(self.id, messages)
-            except InvalidMessage as error:
-                # Another writer used one of these ids since they were read:
-                # read them again and store this append's calls under fresh ids.
-                if rename_all or "duplicate tool call id" not in error.problem:
+                appended = await self.repository.append_messages(
+                    self.id, messages, expected_version=known_at if with_calls else StreamState.ANY
+                )
+            except ConcurrencyConflict:
+                if attempt == APPEND_RETRIES - 1:
                     raise
-                self._used_calls = None
-                rename_all = True
+                # Another writer came between: learn the calls it made.
+                await self._catch_up()
+                await asyncio.sleep(random.uniform(0, min(0.001 * attempt, 0.02)))
                 continue
             used.update(c.id for m in messages for c in m.tool_calls)
+            self.wrote(appended.version, len(messages), known_at)
             return appended
-        raise RuntimeError("could not append: the conversation kept changing")  # pragma: no cover
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def wrote(self, version: int, events: int = 1, known_at: int | None = None) -> None:
+        """This process's write of `events` events, the last at `version`,
+        made no call unknown here: the call ids stay complete up to it when
+        they were just before it."""
+        if version - events == (self._calls_at if known_at is None else known_at):
+            self._calls_at = max(self._calls_at, version)
 
     async def _used_call_ids(self) -> set[str]:
         if self._used_calls is None:
             try:
+                version = (await self.repository.get_conversation(self.id)).version
                 blocks = await self.repository.tool_blocks(self.id)
             except ConversationNotFound:
-                blocks = []
+                version, blocks = 0, []
             self._used_calls = {b.call_id for b in blocks}
+            self._calls_at = version
         return self._used_calls
+
+    async def _catch_up(self) -> None:
+        """The calls appended since `_calls_at`, read from the log."""
+        used = await self._used_call_ids()
+        while True:
+            events = await self.repository.conversation_events(
+                self.id, from_version=self._calls_at + 1, limit=MAX_FEED_LIMIT
+            )
+            for event in events:
+                if event.type == "message_appended":
+                    message = event.data.get("message") or {}
+                    used.update(str(c["id"]) for c in message.get("tool_calls") or ())
+            if events:
+                self._calls_at = max(self._calls_at, events[-1].version)
+            if len(events) < MAX_FEED_LIMIT:
+                return
 
     @staticmethod
     def _resolve(
@@ -186,7 +224,6 @@ class Conversation:
         orphan: Callable[[Message], Message],
         *,
         used: set[str],
-        rename_all: bool,
     ) -> list[Message]:
         # framework call id -> store id of its newest unanswered call
         open_calls: dict[str, str] = {}
@@ -198,7 +235,7 @@ class Conversation:
                 calls = []
                 renamed: dict[str, str] = {}
                 for call in draft.tool_calls:
-                    taken = rename_all or call.id in used or call.id in open_calls
+                    taken = call.id in used or call.id in open_calls
                     store_id = _fresh(call.id) if taken else call.id
                     if store_id != call.id:
                         renamed[store_id] = call.id

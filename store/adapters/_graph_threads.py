@@ -138,14 +138,16 @@ class Thread:
         key = (record.version, channel)
         found: list[Entry] | None = self.stored.get(key)
         if found is None:
-            found = await self.read_runs(record.ns, record.data["msgs"][channel])
+            found = await self.read_runs(record.data["msgs"][channel])
             self.stored[key] = found
             self.remember(found)
         return found
 
-    async def read_runs(self, ns: str, runs: Sequence[Sequence[int]]) -> list[Entry]:
+    async def read_runs(self, runs: Sequence[Sequence[int]]) -> list[Entry]:
+        """The messages of `runs` (first and last seq, inclusive), whatever
+        their agent: a graph's list also holds the messages a subgraph
+        wrote, stored once, in the subgraph's lane."""
         entries: list[Entry] = []
-        agent = message_lane(ns)
         for first, last in runs:
             after = first - 1
             while after < last:
@@ -154,7 +156,6 @@ class Thread:
                     after_seq=after,
                     before_seq=last + 1,
                     limit=min(1000, last - after),
-                    agent_id=agent,
                 )
                 if not page:
                     break

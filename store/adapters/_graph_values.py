@@ -7,6 +7,11 @@ channels, tuples, bytes, dataclasses, ...) goes through the saver's
 serializer (`serde.dumps_typed`) and is kept as `{"t": type, "b": base64}`.
 A saver given its own serializer (an encrypting one, say) uses it for
 every value: nothing is written in the clear behind its back.
+
+Every decoded value is a fresh copy, as a serializer's would be: LangGraph's
+loop changes the checkpoint it read in place (its channel versions, what
+each node has seen), and runs reading one checkpoint must not share them,
+or one run marking its input seen marks another's too.
 """
 
 from __future__ import annotations
@@ -37,14 +42,23 @@ def is_plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def plain_copy(value: Any) -> Any:
+    """A copy of plain JSON `value`, sharing nothing mutable with it."""
+    if type(value) is list:
+        return [plain_copy(v) for v in value]
+    if type(value) is dict:
+        return {k: plain_copy(v) for k, v in value.items()}
+    return value
+
+
 def encode(value: Any, serde: SerializerProtocol, *, plain_json: bool) -> dict[str, Any]:
     if plain_json and is_plain(value):
-        return {"j": value}
+        return {"j": plain_copy(value)}
     kind, data = serde.dumps_typed(value)
     return {"t": kind, "b": base64.b64encode(data).decode("ascii")}
 
 
 def decode(stored: dict[str, Any], serde: SerializerProtocol) -> Any:
     if "j" in stored:
-        return stored["j"]
+        return plain_copy(stored["j"])
     return serde.loads_typed((stored["t"], base64.b64decode(stored["b"])))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Coroutine
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -31,8 +31,10 @@ def background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def run_sync(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> T:
-    """Run `coroutine` on `loop` (default: the background loop) and wait for it.
+def run_sync(awaitable: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None) -> T:
+    """Run `awaitable` (a coroutine, or any awaitable such as
+    `PostgresStorage.connect(url)`) on `loop` (default: the background
+    loop) and wait for it.
 
     Refuses to be called from a coroutine running on that same loop (it would
     wait for itself forever)."""
@@ -41,9 +43,14 @@ def run_sync(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop 
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
+    coroutine = awaitable if isinstance(awaitable, Coroutine) else _awaited(awaitable)
     if running is target:
         coroutine.close()
         raise RuntimeError(
             "a sync method was called on the event loop it must run on; use the async method"
         )
     return asyncio.run_coroutine_threadsafe(coroutine, target).result()
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable

@@ -38,14 +38,24 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from google.adk.events import Event
+from google.adk.events.event import NodeInfo
+from google.adk.events.event_actions import EventActions
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.state import State
+from google.genai import types
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from store.adapters._conversation import ADAPTER_KEY, Conversation, adapter_meta, live_key
+from store.adapters._conversation import (
+    ADAPTER_KEY,
+    Conversation,
+    adapter_meta,
+    live_key,
+    raw_call_id,
+)
 from store.adapters._parts import Unmapped
+from store.adapters._trusted import Constructor, checkers, plain
 from store.domain.errors import (
     ConcurrencyConflict,
     ConversationDeleted,
@@ -166,7 +176,7 @@ def _event_data(message: Message) -> dict[str, Any]:
         return cast(dict[str, Any], meta["event"])
     if kind == "response":
         response = {
-            "id": message.tool_call_id,
+            "id": raw_call_id(message, message.tool_call_id or ""),
             "name": meta["name"],
             "response": json.loads(message.text),
         }
@@ -187,7 +197,7 @@ def _event_data(message: Message) -> dict[str, Any]:
                 parts.append({"text": texts.pop(0)})
             else:
                 call = next(calls)
-                found: dict[str, Any] = {"id": call.id, "name": call.name}
+                found: dict[str, Any] = {"id": raw_call_id(message, call.id), "name": call.name}
                 if shape[1]:
                     found["args"] = call.arguments
                 parts.append({"function_call": found})
@@ -208,7 +218,81 @@ def _event_data(message: Message) -> dict[str, Any]:
 
 def message_to_event(message: Message) -> Event:
     """A stored message back as the event it was appended as."""
-    return Event.model_validate(_event_data(message))
+    data = _event_data(message)
+    meta = adapter_meta(message)
+    if meta.get("format") == FORMAT and meta.get("kind") in ("content", "response"):
+        built = _rebuilt(data)
+        if built is not None:
+            return built
+    return Event.model_validate(data)
+
+
+# --- events rebuilt without validation ------------------------------------------------
+#
+# A session's events are read far more often than written, and ADK's models
+# validate slowly (google-genai checks every field of every part). What an
+# adapter wrote was an ADK event, validated, dumped as JSON: read back, its
+# text, function calls and responses and its plain fields are set as they
+# are (`store.adapters._trusted`), each field's JSON type checked first.
+# Anything else (a model-valued field, a value of another type, an event
+# kept opaque or written by someone else) is validated as usual.
+
+_EVENT_FIELDS = checkers(Event)
+_ACTION_FIELDS = checkers(EventActions)
+_NODE_FIELDS = checkers(NodeInfo)
+_REBUILT_APART = frozenset({"content", "actions", "node_info", "long_running_tool_ids"})
+_new_event = Constructor(Event)
+_new_actions = Constructor(EventActions)
+_new_node = Constructor(NodeInfo)
+_new_content = Constructor(types.Content)
+_new_part = Constructor(types.Part)
+_new_call = Constructor(types.FunctionCall)
+_new_response = Constructor(types.FunctionResponse)
+
+
+def _rebuilt(data: dict[str, Any]) -> Event | None:
+    """The event `data` describes, built without validation; None when
+    some of it must be validated."""
+    fields = {k: v for k, v in data.items() if k not in _REBUILT_APART}
+    if type(data.get("timestamp")) is int:
+        fields["timestamp"] = float(data["timestamp"])
+    ids = data.get("long_running_tool_ids")
+    if not (
+        plain(fields, _EVENT_FIELDS)
+        and plain(data.get("actions", {}), _ACTION_FIELDS)
+        and plain(data.get("node_info", {}), _NODE_FIELDS)
+        and (ids is None or (type(ids) is list and all(type(i) is str for i in ids)))
+    ):
+        return None
+    content = _content(data["content"])
+    if content is None:
+        return None
+    if "actions" in data:
+        fields["actions"] = _new_actions(**data["actions"])
+    if "node_info" in data:
+        fields["node_info"] = _new_node(**data["node_info"])
+    if ids is not None:
+        fields["long_running_tool_ids"] = set(ids)
+    return _new_event(content=content, **fields)
+
+
+def _content(data: dict[str, Any]) -> types.Content | None:
+    """The content `_event_data` made of a content or response message."""
+    parts = []
+    for part in data["parts"]:
+        if "text" in part:
+            parts.append(_new_part(text=part["text"]))
+        elif "function_call" in part:
+            call = part["function_call"]
+            if "args" in call and type(call["args"]) is not dict:
+                return None
+            parts.append(_new_part(function_call=_new_call(**call)))
+        else:
+            response = part["function_response"]
+            if type(response["response"]) is not dict:
+                return None
+            parts.append(_new_part(function_response=_new_response(**response)))
+    return _new_content(parts=parts, role=data["role"])
 
 
 # --- the service ----------------------------------------------------------------------
@@ -259,13 +343,15 @@ class ConvoSessionService(BaseSessionService):
                 continue
             merged = {**await self._state(key), **delta}
             try:
-                await self.repository.update_slot(
+                written = await self.repository.update_slot(
                     key,
                     STATE_SLOT,
                     json.dumps(merged, ensure_ascii=False),
                     agent_id=AGENT,
                     expected_version=version,
                 )
+                if key in self._conversations:
+                    self._conversations[key].wrote(written)
                 return
             except ConcurrencyConflict:
                 continue

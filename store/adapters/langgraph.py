@@ -15,7 +15,9 @@ How a thread is kept (docs/adapters.md has the whole mapping):
   checkpoint first holds them; a checkpoint names its list as runs of
   seqs, so a checkpoint costs a few bytes whatever the history's length.
   The root graph's messages are the `main` agent's, a subgraph's those of
-  the agent `graph:<namespace>`;
+  the agent `graph:<namespace>`: each is stored in the lane of the graph
+  that held it first, and a list names messages of any lane (a subgraph's
+  answer in its parent's list is the same message, stored once);
 - every other channel value is a blob stored once per version, in the
   record of the checkpoint that changed it; checkpoints and pending
   writes are events of the conversation's log (`store.adapters._graph_log`);
@@ -237,15 +239,15 @@ class ConvoSaver(SyncCheckpointSaver):
                 else None
             ),
             pending_writes=[
-                (task, channel, await self._write_value(thread, record.ns, value))
+                (task, channel, await self._write_value(thread, value))
                 for task, channel, value, _ in thread.log.writes_of(record.ns, record.id)
             ],
         )
 
-    async def _write_value(self, thread: Thread, ns: str, stored: dict[str, Any]) -> Any:
+    async def _write_value(self, thread: Thread, stored: dict[str, Any]) -> Any:
         if "seqs" not in stored:
             return decode(stored, self.serde)
-        entries = await thread.read_runs(ns, seq_runs(stored["seqs"]))
+        entries = await thread.read_runs(seq_runs(stored["seqs"]))
         by_seq = {seq: (m, seq, lc_id) for m, seq, lc_id in entries}
         entries = [by_seq[seq] for seq in stored["seqs"] if seq in by_seq]
         copies = [(m.model_copy(), seq, lc_id) for m, seq, lc_id in entries]
@@ -379,6 +381,7 @@ class ConvoSaver(SyncCheckpointSaver):
                     continue
                 if version == thread.log.high + 1:
                     thread.log.high = version
+                thread.conversation.wrote(version)
                 record = thread.log.add_record(version, data)
                 for channel, entries in merged.items():
                     thread.stored[(record.version, channel)] = entries
@@ -429,6 +432,7 @@ class ConvoSaver(SyncCheckpointSaver):
                 )
                 if version == thread.log.high + 1:
                     thread.log.high = version
+                thread.conversation.wrote(version)
             thread.log.add_writes(version, entry)
 
     def _write_entry(

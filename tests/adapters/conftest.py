@@ -32,8 +32,8 @@ async def repository(request: pytest.FixtureRequest) -> AsyncIterator[Conversati
         yield Repository(storage)
         await storage.close()
         return
-    # The app needs the `server` extra, which the ADK's own virtualenv
-    # (Makefile, .venv-adk) does not install: there the http runs skip.
+    # The app needs the `server` extra (the ADK's own virtualenv has it
+    # too: Makefile, .venv-adk); without it the http runs skip.
     serving = pytest.importorskip("tests.client.serving", exc_type=ImportError)
     settings: Settings = request.getfixturevalue("settings")
     storage = await PostgresStorage.connect(url)

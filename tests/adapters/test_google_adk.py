@@ -27,7 +27,12 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.tools import ToolContext
 from google.genai import types
 
-from store.adapters.google_adk import ConvoSessionService, event_to_message, message_to_event
+from store.adapters.google_adk import (
+    ConvoSessionService,
+    event_to_message,
+    message_to_event,
+    session_key,
+)
 from store.repository import Repository
 
 APP = "weather"
@@ -207,6 +212,101 @@ def test_events_that_do_not_map_are_kept_whole() -> None:
         message = event_to_message(event)
         assert message.metadata["convo_adapter"]["kind"] == "opaque"
         assert message_to_event(message) == event
+
+
+def _call_part(call_id: str, args: dict[str, Any] | None) -> types.Part:
+    return types.Part(function_call=types.FunctionCall(id=call_id, name="f", args=args))
+
+
+def _kinds_of_events() -> list[tuple[Event, bool]]:
+    """Events of the shapes the service maps, each with whether it is
+    rebuilt without validation (False: some of it needs validating)."""
+    text = types.Content(role="user", parts=[types.Part(text="hi")])
+    answer = types.Content(role="model", parts=[types.Part(text="a"), types.Part(text="b")])
+    calls = types.Content(
+        role="model",
+        parts=[
+            types.Part(text="calling"),
+            _call_part("c1", {"x": [1, {"y": None}]}),
+            _call_part("c2", None),
+        ],
+    )
+    result = types.Content(
+        role="user",
+        parts=[
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id="c1", name="f", response={"result": {"rows": [1, 2]}}
+                )
+            )
+        ],
+    )
+    confirmation = {"c1": {"hint": "sure?", "confirmed": False}}
+    return [
+        (Event(author="user", content=text, timestamp=5), True),
+        (Event(invocation_id="i", author="bot", content=answer, branch="a.b"), True),
+        (Event(author="bot", content=calls, long_running_tool_ids={"c2", "c1"}), True),
+        (Event(author="bot", content=result, actions=EventActions(state_delta={"k": [1]})), True),
+        (
+            Event(
+                author="bot",
+                content=answer,
+                partial=False,
+                custom_metadata={"trace": {"n": 1}},
+                actions=EventActions(
+                    artifact_delta={"f.txt": 2}, transfer_to_agent="other", escalate=True
+                ),
+            ),
+            True,
+        ),
+        (
+            Event(
+                author="bot",
+                content=answer,
+                usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=3),
+            ),
+            False,
+        ),
+        (
+            Event(
+                author="bot",
+                content=calls,
+                actions=EventActions.model_validate({"requested_tool_confirmations": confirmation}),
+            ),
+            False,
+        ),
+    ]
+
+
+async def test_events_rebuilt_without_validation_are_the_validated_ones(
+    repository: Repository,
+) -> None:
+    """Events read back are built without ADK's validation when they are
+    of the shapes the service itself wrote: the very events validation
+    gives (fields, fields set, types), through the store and back."""
+    from store.adapters.google_adk import _event_data, _rebuilt
+
+    service = ConvoSessionService(repository)
+    session = await service.create_session(app_name=APP, user_id="u", session_id="kinds")
+    cases = _kinds_of_events()
+    for event, _ in cases:
+        await service.append_event(session, event)
+    read = await ConvoSessionService(repository).get_session(
+        app_name=APP, user_id="u", session_id="kinds"
+    )
+    assert read is not None
+    stored = await repository.read_messages(session_key(APP, "u", "kinds"), limit=100)
+    for (event, fast), back, message in zip(cases, read.events, stored, strict=True):
+        data = _event_data(message)
+        assert (_rebuilt(data) is not None) == fast
+        validated = Event.model_validate(data)
+        assert back == validated == event
+        assert back.model_fields_set == validated.model_fields_set
+        for mode in ("python", "json"):
+            assert back.model_dump(mode=mode, exclude_unset=True) == validated.model_dump(
+                mode=mode, exclude_unset=True
+            )
+        assert back.model_dump_json() == validated.model_dump_json()
 
 
 @pytest.mark.slow

@@ -5,10 +5,12 @@ scripted model (no network, no API key)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,6 +29,7 @@ from openai.types.responses.response_reasoning_item import Summary
 
 from store.adapters.openai_agents import ConvoSession
 from store.memory import InMemoryRepository
+from store.postgres import PostgresStorage
 from store.repository import Repository
 
 set_tracing_disabled(True)
@@ -329,19 +332,93 @@ async def test_get_items_limit_reads_the_last_n(repository: Repository) -> None:
     assert await ConvoSession("nobody", repository).get_items(limit=5) == []
 
 
+class ReadCounter:
+    """A repository that counts what its reads return (every call passed on)."""
+
+    def __init__(self, repository: Repository) -> None:
+        self.repository = repository
+        self.read: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.repository, name)
+        if not (name.startswith(("read_", "visible_", "recent_", "role_")) or name == "history"):
+            return method
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            found = await method(*args, **kwargs)
+            rows = getattr(found, "items", found)
+            self.read[name] = self.read.get(name, 0) + len(rows)
+            return found
+
+        return counted
+
+
+async def test_get_items_limit_reads_only_the_last_n(repository: Repository) -> None:
+    """`get_items(limit=N)` reads N messages (and a few internal ones it
+    skips), from the end, however long the window."""
+    session = ConvoSession("long", repository)
+    for start in (0, 750):
+        await session.add_items(
+            [{"role": "user", "content": f"m{i}"} for i in range(start, start + 750)]
+        )
+    for n in (1, 5, 50):
+        counter = ReadCounter(repository)
+        items = await ConvoSession("long", counter).get_items(limit=n)
+        assert items == [{"role": "user", "content": f"m{i}"} for i in range(1500 - n, 1500)]
+        assert set(counter.read) == {"read_messages"}
+        assert counter.read["read_messages"] <= n + 8
+
+
+@pytest.fixture
+def unique_violations(repository: Repository, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The unique violations PostgreSQL raised in the repository's writes
+    (the storage retries some of them under the lock, out of the caller's
+    sight): the storage's `writing` watched, the database real."""
+    seen: list[str] = []
+    storage = getattr(repository, "storage", None)
+    if not isinstance(storage, PostgresStorage):
+        return seen  # the memory backend has no database; over HTTP it is the server's
+    writing = storage.writing
+
+    @contextlib.asynccontextmanager
+    async def watched(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        try:
+            async with writing(*args, **kwargs) as session:
+                yield session
+        except BaseException as error:
+            found: BaseException | None = error
+            while found is not None:
+                if isinstance(found, psycopg.errors.UniqueViolation):
+                    seen.append(str(found.diag.constraint_name))
+                found = found.__cause__ or found.__context__
+            raise
+
+    monkeypatch.setattr(storage, "writing", watched)
+    return seen
+
+
 async def test_reused_call_id_is_a_new_call_and_never_reaches_the_database(
-    repository: Repository, caplog: pytest.LogCaptureFixture
+    repository: Repository, unique_violations: list[str]
 ) -> None:
-    session = ConvoSession("reuse", repository)
+    """An answered call's id used again is a new call, stored under a fresh
+    id, decided before the append is sent: by the session that reused it,
+    by a fresh session, and by one that read the call ids before another
+    session used the id (the store refuses nothing, the database neither)."""
     call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
     output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
-    await session.add_items([{"role": "user", "content": "hi"}, call, output])
-    with caplog.at_level("WARNING"):
-        await session.add_items([call, output])
-        await ConvoSession("reuse", repository).add_items([call, output])  # a fresh object
-    assert not [r for r in caplog.records if "discarding" in r.getMessage()]
+    session, early = ConvoSession("reuse", repository), ConvoSession("reuse", repository)
+    await early.add_items([{"role": "user", "content": "hi"}])  # reads the call ids: none
+    await session.add_items([call, output])
+    await session.add_items([call, output])
+    await ConvoSession("reuse", repository).add_items([call, output])
+    await early.add_items([call, output])
     items = await session.get_items()
-    assert items == [{"role": "user", "content": "hi"}, call, output, call, output, call, output]
+    assert items == [{"role": "user", "content": "hi"}, *[call, output] * 4]
+    stored = await repository.read_messages("reuse", limit=100)
+    ids = [c.id for m in stored for c in m.tool_calls]
+    assert len(set(ids)) == 4
+    assert ids[0] == "c1"
+    assert unique_violations == []
 
 
 async def test_items_keep_their_key_order(repository: Repository) -> None:
