@@ -122,8 +122,11 @@ _MESSAGE_POINTER = re.compile(r"^/body/messages/(\d+)(?:/|$)")
 def problem_of(error: BaseException) -> Problem | None:
     """The problem details the service answered with `error`, if it came
     from the service."""
-    found = getattr(error, "problem", None)
-    return found if isinstance(found, Problem) else None
+    for name in ("problem_details", "problem"):
+        found = getattr(error, name, None)
+        if isinstance(found, Problem):
+            return found
+    return None
 
 
 def read_problem(response: httpx.Response) -> Problem:
@@ -154,7 +157,9 @@ def error_from(
     error = _library_error(problem, conversation_id, idempotency_key)
     if error is None:
         return _service_error(problem)
-    error.problem = problem  # type: ignore[attr-defined]
+    # Under a name of its own: `InvalidMessage.problem` is the library's
+    # sentence saying what is wrong, which callers read as text.
+    error.problem_details = problem  # type: ignore[attr-defined]
     return error
 
 
