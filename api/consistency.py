@@ -16,25 +16,20 @@ mangled would otherwise silently buy no consistency.
 from __future__ import annotations
 
 from starlette.datastructures import Headers, MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from api.asgi import HttpMiddleware
 from api.problems import problem_response
 from store.postgres.replicas import format_lsn, parse_lsn, read_after
 
 CONSISTENCY_HEADER = "Convo-Consistency"
 
 
-class ReadConsistency:
+class ReadConsistency(HttpMiddleware):
     """Reads the client's token into the request's `replicas.Consistency`,
     and answers the position of the request's writes."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         given = Headers(scope=scope).get(CONSISTENCY_HEADER)
         try:
             after = None if given is None else parse_lsn(given.strip())

@@ -61,8 +61,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from api.asgi import HttpMiddleware
 from api.logging import describe_error
 from api.problems import Problem, ProblemResponse, field_problems, problem_response
 from store.domain import errors
@@ -273,17 +274,11 @@ def log_unhandled(error: BaseException, scope: Scope) -> None:
     )
 
 
-class CatchAll:
+class CatchAll(HttpMiddleware):
     """An exception no handler took: a JSON 500, sent as an ordinary
     response, and one log line without the exception's message."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def sending(message: Message) -> None:

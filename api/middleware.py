@@ -25,6 +25,7 @@ from urllib.parse import unquote_to_bytes
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.asgi import HttpMiddleware
 from api.errors import BodyTooLarge, route_path
 from api.logging import request_id
 from api.metrics import Metrics, metric_route
@@ -44,15 +45,12 @@ def _client_request_id(scope: Scope) -> str | None:
     return None
 
 
-class RequestContext:
+class RequestContext(HttpMiddleware):
     def __init__(self, app: ASGIApp, *, metrics: Metrics | None = None) -> None:
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         rid = _client_request_id(scope) or uuid.uuid4().hex
         token = request_id.set(rid)
         started = time.perf_counter()
@@ -109,15 +107,12 @@ def _with_escaped_slashes(raw_path: bytes) -> str:
     )
 
 
-class RequestLimits:
+class RequestLimits(HttpMiddleware):
     def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.max_body_bytes = max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw_path = (scope.get("raw_path") or b"").split(b"?", 1)[0]
         for part, raw in (("path", raw_path), ("query", scope.get("query_string", b""))):
             if problem := _escapes_problem(raw):
