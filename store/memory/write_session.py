@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -183,19 +184,9 @@ class MemoryWriteSession(CurrentWindow):
         if self.remembered:
             raise StaleHead()
         cid, tables = self.conversation_id, self.tables
-        transaction = next(tables.transactions)
         assert self._stream is not None
-        for event in write.events:
-            tables.events[cid].append(
-                EventRecord(
-                    position=next(tables.positions),
-                    version=event.version,
-                    type=event.type,
-                    data=event.data,
-                    recorded_at=self._stream.now,
-                    transaction_id=transaction,
-                )
-            )
+        now = self._stream.now
+        record_events(tables, cid, [(e.version, e.type, e.data, now) for e in write.events])
         stream = tables.streams[cid]
         stream.version = write.version or write.events[-1].version
         stream.updated_at = self._stream.now
@@ -215,6 +206,25 @@ class MemoryWriteSession(CurrentWindow):
         assert self._stream is not None
         stream.deleted_at = self._stream.now
         stream.metadata = {}
+
+
+def record_events(
+    tables: Tables, cid: uuid.UUID, events: Sequence[tuple[int, str, Any, datetime]]
+) -> None:
+    """Add (version, type, data, recorded at) events to the log, in one
+    transaction: each takes the next feed position."""
+    transaction = next(tables.transactions)
+    tables.events[cid].extend(
+        EventRecord(
+            position=next(tables.positions),
+            version=version,
+            type=type_,
+            data=data,
+            recorded_at=recorded_at,
+            transaction_id=transaction,
+        )
+        for version, type_, data, recorded_at in events
+    )
 
 
 class MemoryRebuildSession:
@@ -246,18 +256,7 @@ class MemoryRestoreSession(MemoryRebuildSession):
         if not events:
             return
         tables, cid = self.tables, self.conversation_id
-        transaction = next(tables.transactions)
-        tables.events[cid].extend(
-            EventRecord(
-                position=next(tables.positions),
-                version=e.version,
-                type=e.type,
-                data=e.data,
-                recorded_at=e.recorded_at,
-                transaction_id=transaction,
-            )
-            for e in events
-        )
+        record_events(tables, cid, [(e.version, e.type, e.data, e.recorded_at) for e in events])
         stream = tables.streams[cid]
         if self.version == 0:
             stream.created_at = events[0].recorded_at
