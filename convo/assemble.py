@@ -20,32 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from convo.errors import EXIT_BAD_INPUT, fail, read_input
 from store.assembler import AssembleOptions, Assembly, ProviderFormat, assemble, parse_format
 from store.assembler.document import read_document
 from store.domain.errors import ConvoStoreError
 from store.repository import DEFAULT_TENANT
 
-EXIT_BAD_INPUT = 2
-
 
 def _fail(problem: str) -> typer.Exit:
-    typer.echo(f"convo assemble: {' '.join(problem.split())}", err=True)
-    return typer.Exit(code=EXIT_BAD_INPUT)
-
-
-def _read(source: str) -> str:
-    if source == "-":
-        return sys.stdin.read()
-    path = Path(source)
-    if not path.is_file():
-        raise _fail(f"no such file: {source}")
-    return path.read_text(encoding="utf-8")
+    return fail("assemble", problem, EXIT_BAD_INPUT)
 
 
 def _options(items: list[str]) -> dict[str, Any]:
@@ -117,7 +104,7 @@ def assemble_command(
         if conversation is not None:
             assembly = _from_store(conversation, tenant, agent, provider, overrides)
         else:
-            request = read_document(_read(source), overrides=overrides)
+            request = read_document(read_input("assemble", source), overrides=overrides)
             assembly = assemble(
                 request.messages,
                 profile=request.profile,

@@ -14,19 +14,38 @@ stderr and exit code 1.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import typer
 
 from hosting.settings import Settings
 
 EXIT_DATABASE = 1
+EXIT_BAD_INPUT = 2
 
 
 def fail(command: str, problem: str, code: int = EXIT_DATABASE) -> typer.Exit:
     typer.echo(f"convo {command}: {' '.join(problem.split())}", err=True)
     return typer.Exit(code=code)
+
+
+def read_input(command: str, source: str) -> str:
+    """The text of file `source` (`-`: standard input); a missing file or
+    text that is not UTF-8 ends the command (exit 2, one line)."""
+    try:
+        if source == "-":
+            return sys.stdin.read()
+        path = Path(source)
+        if not path.is_file():
+            raise fail(command, f"no such file: {source}", EXIT_BAD_INPUT)
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise fail(
+            command, f"the input is not UTF-8 text ({error.reason})", EXIT_BAD_INPUT
+        ) from None
 
 
 def load_settings() -> Settings:

@@ -11,16 +11,13 @@ with one line on stderr.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from convo.errors import EXIT_BAD_INPUT, fail, read_input
 from store.assembler.formats.xml_parser import InvalidToolCall, parse_tool_calls
 from store.domain.inputs import MAX_TEXT_CHARS, text_problem
-
-EXIT_BAD_INPUT = 2
 
 xml_tools_app = typer.Typer(
     name="xml-tools",
@@ -30,20 +27,7 @@ xml_tools_app = typer.Typer(
 
 
 def _fail(problem: str) -> typer.Exit:
-    typer.echo(f"convo xml-tools parse: {' '.join(problem.split())}", err=True)
-    return typer.Exit(code=EXIT_BAD_INPUT)
-
-
-def _read(source: str) -> str:
-    try:
-        if source == "-":
-            return sys.stdin.read()
-        path = Path(source)
-        if not path.is_file():
-            raise _fail(f"no such file: {source}")
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise _fail(f"the input is not UTF-8 text ({error.reason})") from None
+    return fail("xml-tools parse", problem, EXIT_BAD_INPUT)
 
 
 @xml_tools_app.command("parse")
@@ -54,7 +38,7 @@ def parse_command(
     ] = "xml_call",
 ) -> None:
     """Print the tool calls of a model's reply (its <sentra-tools> blocks) as JSON."""
-    text = _read(source)
+    text = read_input("xml-tools parse", source)
     if len(text) > MAX_TEXT_CHARS:
         raise _fail(f"the input is {len(text)} characters, over the limit of {MAX_TEXT_CHARS}")
     if problem := text_problem(text):
