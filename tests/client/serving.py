@@ -4,11 +4,19 @@ what the client wrote (tests/client, and tests/adapters over HTTP)."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import httpx
+import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from api.app import create_app
 from api.deps import Services
+from api.server import Server
 from hosting.keys import MemoryKeys
 from hosting.settings import Settings
 from store.client import AsyncConvoClient, RetryPolicy
@@ -41,3 +49,25 @@ def asgi_client(
         transport=httpx.ASGITransport(app=app),
         retry=retry,
     )
+
+
+@contextmanager
+def on_uvicorn(app: ASGIApp, *, start_timeout: float = 30) -> Iterator[str]:
+    """`app` served by uvicorn on a free port of 127.0.0.1, in a thread of
+    this process, as `convo serve` runs it (a server that streams, which
+    httpx's in-process transport does not); its base URL, until the end."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="on")
+    server = Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started:
+        assert thread.is_alive(), "the server failed to start"
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    port: int = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -164,9 +164,11 @@ async def test_problem_details_are_the_librarys_errors(
     with pytest.raises(InvalidMessage) as orphan:
         await client.append_messages("c", [{"role": "tool", "tool_call_id": "x", "content": ""}])
     assert "x" in str(orphan.value)
-    assert isinstance(orphan.value.problem, str) and "x" in orphan.value.problem
+    assert isinstance(orphan.value.problem, str)
+    assert "x" in orphan.value.problem
     refused = problem_of(orphan.value)
-    assert refused is not None and refused.type == "InvalidMessage"
+    assert refused is not None
+    assert refused.type == "InvalidMessage"
     # Refused before sending, as the library refuses it.
     with pytest.raises(InvalidMessage) as shape:
         await client.append_messages("c", [{"role": "tool", "content": "no id"}])

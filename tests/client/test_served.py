@@ -7,49 +7,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 
 import httpx
 import pytest
 import pytest_asyncio
-import uvicorn
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.app import create_app
-from api.server import Server
 from hosting.keys import create_key
 from hosting.settings import Settings
 from store.client import AsyncConvoClient, ConvoClient
 from store.client.sse import EventStreamReader
 from store.domain.errors import ConversationNotFound
 from store.domain.feed import FeedEvent
+from tests.client.serving import on_uvicorn
 
 HI = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 
 
 @pytest.fixture
 def base_url(database_url: str, settings: Settings) -> Iterator[str]:
-    config = uvicorn.Config(
-        create_app(settings, database_url=database_url),
-        host="127.0.0.1",
-        port=0,
-        log_config=None,
-        lifespan="on",
-    )
-    server = Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive(), "the server failed to start"
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    port: int = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with on_uvicorn(create_app(settings, database_url=database_url)) as url:
+        yield url
 
 
 @pytest_asyncio.fixture

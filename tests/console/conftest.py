@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,13 +24,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.app import create_app
-from api.server import Server
 from hosting.keys import READ_ONLY
 from hosting.settings import Settings
+from tests.client.serving import on_uvicorn
 from tests.conftest import _admin, _with_database
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -135,22 +132,11 @@ def console(console_database: str) -> Iterator[Console]:
     """The app as `convo serve` runs it, with the conversations the tests read."""
     settings = Settings.from_env()
     recorder = Recorder(create_app(settings, database_url=console_database))
-    config = uvicorn.Config(recorder, host="127.0.0.1", port=0, log_config=None, lifespan="on")
-    server = Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive(), "the server failed to start"
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    port: int = server.servers[0].sockets[0].getsockname()[1]
-    writer, reader, stranger = _keys(console_database)
-    served = Console(f"http://127.0.0.1:{port}", writer, reader, stranger, recorder)
-    seed(served)
-    yield served
-    server.should_exit = True
-    thread.join(10)
+    with on_uvicorn(recorder) as url:
+        writer, reader, stranger = _keys(console_database)
+        served = Console(url, writer, reader, stranger, recorder)
+        seed(served)
+        yield served
 
 
 def _append(client: httpx.Client, cid: str, messages: list[dict[str, Any]]) -> None:
