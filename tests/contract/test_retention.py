@@ -10,7 +10,6 @@ archived conversations, and the PostgreSQL contract run shares a database.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import uuid
@@ -39,8 +38,7 @@ from store.repository.cold_storage import (
     retention_candidates,
 )
 from tests.contract.conftest import RepositoryFactory, Snapshot, append_texts
-
-FEED_PATIENCE = 30.0  # seconds
+from tests.feed_reading import feed_until
 
 
 @pytest.fixture
@@ -85,28 +83,6 @@ async def everything(repository: Repository, key: str) -> dict[str, Any]:
     }
 
 
-async def feed_of(
-    repository: Repository, key: str, after: FeedVector, count: int
-) -> list[FeedEvent]:
-    """The conversation's events in the feed after `after`, once there are
-    `count` (PostgreSQL's feed holds events back while any transaction of
-    the cluster that began before them is open: other tests' too)."""
-    deadline = asyncio.get_running_loop().time() + FEED_PATIENCE
-    while True:
-        events: list[FeedEvent] = []
-        position = after
-        while True:
-            page = await repository.read_events(after=position, limit=1000)
-            events += [e for e in page.events if e.conversation_id == key]
-            position = parse_position(page.next)
-            if not page.more:
-                break
-        if len(events) >= count:
-            return events
-        assert asyncio.get_running_loop().time() < deadline, f"{len(events)} of {count} events"
-        await asyncio.sleep(0.05)
-
-
 def as_seen(events: list[FeedEvent]) -> list[tuple[str, int, str, dict[str, Any]]]:
     return [(e.conversation_id, e.version, e.type, e.data) for e in events]
 
@@ -118,7 +94,7 @@ async def test_a_round_trip_gives_back_the_same_history_payloads_and_feed_events
     key = await a_rich_conversation(repository, "user-123")
     before = await everything(repository, key)
     conversation = await repository.get_conversation(key)
-    first_feed = await feed_of(repository, key, FeedVector.origin(), conversation.version)
+    first_feed = await feed_until(repository, FeedVector.origin(), conversation.version, key=key)
     start = parse_position(first_feed[-1].checkpoint)
 
     manifest = await archive_conversation(repository, conversation, tmp_path)
@@ -128,7 +104,7 @@ async def test_a_round_trip_gives_back_the_same_history_payloads_and_feed_events
     with pytest.raises(ConversationDeleted):
         await repository.get_conversation(key)
     # A feed reader sees the deletion…
-    [gone] = await feed_of(repository, key, start, 1)
+    [gone] = await feed_until(repository, start, 1, key=key)
     assert gone.type == "conversation_deleted"
 
     copy, _ = cold_paths(tmp_path, repository.tenant, key)
@@ -136,9 +112,11 @@ async def test_a_round_trip_gives_back_the_same_history_payloads_and_feed_events
     assert restored == conversation
     assert await everything(repository, key) == before
     # …then the same events again, in version order (the deletion's left with it).
-    again = await feed_of(repository, key, parse_position(gone.checkpoint), conversation.version)
+    again = await feed_until(
+        repository, parse_position(gone.checkpoint), conversation.version, key=key
+    )
     assert as_seen(again) == as_seen(first_feed)
-    assert as_seen(await feed_of(repository, key, start, len(again))) == as_seen(again)
+    assert as_seen(await feed_until(repository, start, len(again), key=key)) == as_seen(again)
     # It lives on: unarchived, it takes the next version and seq.
     await repository.unarchive(key)
     appended = await repository.append_messages(key, [Message(role="user", content="again")])

@@ -24,8 +24,7 @@ from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
 from store.postgres.feed import FEED_PARTITION
 from store.repository import Repository
-
-FEED_PATIENCE = 30.0  # seconds a test waits for events it knows were committed
+from tests.feed_reading import FEED_PATIENCE
 
 
 @pytest_asyncio.fixture

@@ -27,7 +27,8 @@ from store.domain.records import FeedPosition, RecordedEvent
 from store.postgres import PostgresStorage
 from store.repository import Repository
 from tests.api.test_feed import SSE
-from tests.integration.conftest import FEED_PATIENCE, read_feed_until
+from tests.feed_reading import feed_until
+from tests.integration.conftest import read_feed_until
 from tests.integration.test_log_concurrency import HoldingStorage
 
 BASE_URL = "http://convo.test"
@@ -55,26 +56,6 @@ def checkpoint(position: FeedPosition) -> str:
     return FeedVector.single(position).token()
 
 
-async def read_on(
-    repository: Repository, after: FeedVector | FeedPosition, count: int
-) -> list[FeedEvent]:
-    """The tenant's events after `after`, once there are at least `count`."""
-    deadline = asyncio.get_running_loop().time() + FEED_PATIENCE
-    while True:
-        events: list[FeedEvent] = []
-        position: FeedVector | FeedPosition = after
-        while True:
-            page = await repository.read_events(after=position, limit=1000)
-            events += page.events
-            position = parse_position(page.next)
-            if not page.more:
-                break
-        if len(events) >= count:
-            return events
-        assert asyncio.get_running_loop().time() < deadline, f"{len(events)} of {count} events"
-        await asyncio.sleep(0.02)
-
-
 async def held_write(
     storage: PostgresStorage, tenant: str
 ) -> tuple[Repository, asyncio.Event, asyncio.Event]:
@@ -95,7 +76,7 @@ async def test_a_tenants_feed_never_skips_an_event_that_commits_late(
     early = (await acme.create_conversation()).id
     late = (await acme.create_conversation()).id
     theirs = (await globex.create_conversation()).id
-    [*_, last] = await read_on(acme, FeedPosition.start(), 2)
+    [*_, last] = await feed_until(acme, FeedPosition.start(), 2)
     mark = parse_position(last.checkpoint)
 
     slow, written, release = await held_write(storage, "acme")
@@ -114,11 +95,11 @@ async def test_a_tenants_feed_never_skips_an_event_that_commits_late(
         await slow_append
 
     # …loses nothing, and sees the first write first.
-    feed = await read_on(acme, resume, 2)
+    feed = await feed_until(acme, resume, 2)
     assert contents(feed) == ["1", "2"]
     assert [e.conversation_id for e in feed] == [str(early), str(late)]
     assert all(e.data.get("tenant") != "globex" for e in feed)
-    assert contents(await read_on(globex, FeedPosition.start(), 2)) == ["globex"]
+    assert contents(await feed_until(globex, FeedPosition.start(), 2)) == ["globex"]
 
 
 async def test_a_quiet_tenant_moves_past_other_tenants_events_in_bounded_pages(
@@ -129,7 +110,7 @@ async def test_a_quiet_tenant_moves_past_other_tenants_events_in_bounded_pages(
         await globex.append_messages(theirs, [user(f"g{i}a"), user(f"g{i}b"), user(f"g{i}c")])
     ours = (await acme.create_conversation()).id
     await acme.append_messages(ours, [user("mine")])
-    await read_on(globex, FeedPosition.start(), 16)
+    await feed_until(globex, FeedPosition.start(), 16)
 
     pages = []
     position: FeedVector | FeedPosition = FeedPosition.start()
@@ -215,8 +196,8 @@ async def test_the_live_tail_never_skips_a_late_commit_nor_shows_another_tenant(
     early = (await acme.create_conversation()).id
     late = (await acme.create_conversation()).id
     theirs = (await globex.create_conversation()).id
-    await read_on(acme, FeedPosition.start(), 2)
-    await read_on(globex, FeedPosition.start(), 1)
+    await feed_until(acme, FeedPosition.start(), 2)
+    await feed_until(globex, FeedPosition.start(), 1)
 
     slow, written, release = await held_write(storage, "acme")
     async with (
@@ -278,7 +259,7 @@ async def test_the_http_feed_pages_over_postgres(
     )
     cid = (await acme.create_conversation()).id
     await acme.append_messages(cid, [user(f"m{i}") for i in range(5)])
-    await read_on(acme, FeedPosition.start(), 6)
+    await feed_until(acme, FeedPosition.start(), 6)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(
         transport=transport, base_url=BASE_URL, headers={"X-API-Key": key}
