@@ -7,9 +7,10 @@ at a time. `AsyncConvoClient` adds the writes.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from typing import Any, Concatenate, Literal, ParamSpec
 
 from pydantic import BaseModel
 
@@ -27,6 +28,27 @@ from store.domain.messages import MAIN_AGENT, Role, StoredMessage
 from store.domain.records import FeedPosition
 from store.domain.search import SearchHit, SearchPage, SearchQuery
 from store.domain.values import Scope, ToolBlock
+
+P = ParamSpec("P")
+
+
+def page_items(
+    page: Callable[Concatenate[Any, P], Coroutine[Any, Any, MessagePage]], *, name: str
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, list[StoredMessage]]]:
+    """A method named `name` sending `page`'s request and answering its
+    messages only, the cursors left out: the same parameters, typed from
+    `page`, so the two cannot drift."""
+
+    async def items(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> list[StoredMessage]:
+        return list((await page(self, *args, **kwargs)).items)
+
+    items.__name__ = name
+    items.__qualname__ = page.__qualname__.replace(page.__name__, name)
+    items.__doc__ = "The messages of `page_messages`'s page, without its cursors."
+    items.__signature__ = inspect.signature(page).replace(  # type: ignore[attr-defined]
+        return_annotation="list[StoredMessage]"
+    )
+    return items
 
 
 class AsyncReads(AsyncSender):
@@ -70,33 +92,6 @@ class AsyncReads(AsyncSender):
             )
         )
 
-    async def read_messages(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        after_seq: int | None = None,
-        before_seq: int | None = None,
-        limit: int = 100,
-        order: Literal["asc", "desc"] = "asc",
-        role: Role | None = None,
-        agent_id: str | None = None,
-        kind: str | None = None,
-        scope: Scope = "history",
-    ) -> list[StoredMessage]:
-        page = await self.page_messages(
-            conversation_id,
-            after_seq=after_seq,
-            before_seq=before_seq,
-            limit=limit,
-            order=order,
-            role=role,
-            agent_id=agent_id,
-            kind=kind,
-            scope=scope,
-        )
-        return list(page.items)
-
     async def page_messages(
         self,
         conversation_id: ConversationRef,
@@ -124,6 +119,8 @@ class AsyncReads(AsyncSender):
                 scope=scope,
             )
         )
+
+    read_messages = page_items(page_messages, name="read_messages")
 
     async def iter_messages(
         self,
