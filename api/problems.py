@@ -42,6 +42,7 @@ TITLES: dict[str, str] = {
     "ConversationBusy": "The conversation is busy",
     "ConversationNotFound": "No such conversation",
     "ConversationDeleted": "The conversation was deleted",
+    "ColdCopyMismatch": "A cold copy does not hold what it should",
     "ConversationIsArchived": "The conversation is archived",
     "InvalidMessage": "A message breaks a rule",
     "InvalidOperation": "The operation cannot apply",

@@ -161,6 +161,8 @@ CONSTRAINT_ERRORS: Final[Mapping[str, ErrorFactory]] = MappingProxyType(
         # hosting.keys: random ids and 32 random bytes; a clash is a bug
         "pk_api_keys": _bug,
         "uq_api_keys_key_hash": _bug,
+        # The scope is written by hosting.keys from its two names only.
+        "ck_api_keys_scope": _bug,
         # Retired by migration 0004 (a database below it, or downgraded):
         # the same decisions as their successors'.
         "uq_events_stream_version": _lost_race,
