@@ -23,9 +23,14 @@ it runs by name only: `python -m bench replicas`.
   LSN read at all: what the replica support costs an append).
 
 Goal: the agents' p99 with the analysts on the replica at most 1.1× their
-p99 alone. Primary and standby share this machine's cores, so the standby's
-work is not free here the way it is on a server of its own: the ratio is an
-upper bound of what a separate replica costs the primary.
+p99 alone. A replica is another server: on a machine of two CPUs or more,
+the primary and this process (the agents) run on CPU 0 only, the standby
+and the analysts' process on CPU 1 only (`StandbyPair.pin`), so the
+standby's work is not taken from the primary's CPU, as on a server of its
+own. With the analysts on the primary, their queries run on CPU 0 beside
+the agents' appends, as they would on one server. (`cpus` in the results
+says whether the run was pinned; unpinned, primary and standby share every
+core and the ratio is an upper bound.)
 """
 
 from __future__ import annotations
@@ -130,11 +135,24 @@ async def _analysts(primary: str, replica: str | None, seconds: float) -> dict[s
     return {"loops": loops, "reads_routed": routed}
 
 
-def _start_analysts(primary: str, replica: str | None, seconds: float) -> subprocess.Popen[str]:
+# Where each side runs on a machine of 2 CPUs or more (module docstring).
+PRIMARY_SIDE, STANDBY_SIDE = {0}, {1}
+
+
+def _pinned() -> bool:
+    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
+
+
+def _start_analysts(
+    primary: str, replica: str | None, seconds: float, *, pinned: bool
+) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "bench.replicas", "analysts", primary, replica or "-"]
-    return subprocess.Popen(
+    child = subprocess.Popen(
         [*command, str(seconds)], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
     )
+    if pinned:
+        os.sched_setaffinity(child.pid, STANDBY_SIDE)
+    return child
 
 
 def _finished(child: subprocess.Popen[str]) -> dict[str, Any]:
@@ -145,7 +163,7 @@ def _finished(child: subprocess.Popen[str]) -> dict[str, Any]:
     return result
 
 
-async def _run(primary: str, standby: str) -> dict[str, Any]:
+async def _run(primary: str, standby: str, *, pinned: bool) -> dict[str, Any]:
     latencies: dict[str, list[float]] = {phase: [] for phase in PHASES}
     analysts: dict[str, list[dict[str, Any]]] = {phase: [] for phase in PHASES}
     async with (
@@ -161,9 +179,9 @@ async def _run(primary: str, standby: str) -> dict[str, Any]:
             for phase in PHASES[round_ % len(PHASES) :] + PHASES[: round_ % len(PHASES)]:
                 child = None
                 if phase == "analysts_on_replica":
-                    child = _start_analysts(primary, standby, PHASE_S + 0.5)
+                    child = _start_analysts(primary, standby, PHASE_S + 0.5, pinned=pinned)
                 elif phase == "analysts_on_primary":
-                    child = _start_analysts(primary, None, PHASE_S + 0.5)
+                    child = _start_analysts(primary, None, PHASE_S + 0.5, pinned=pinned)
                 if child is not None:
                     await asyncio.sleep(0.5)  # its imports and connections
                 storage = without if phase == "alone_no_replicas" else with_replica
@@ -227,7 +245,15 @@ def main() -> None:
 
     with standby_pair(migrate=lambda url: migrate.upgrade_database(url, settings)) as pair:
         primary, standby = pair.primary.url("convo"), pair.standby.url("convo")
-        figures = asyncio.run(_run(primary, standby))
+        pinned = _pinned()
+        cpus = None
+        if pinned:
+            pair.primary.pin(PRIMARY_SIDE)
+            pair.standby.pin(STANDBY_SIDE)
+            os.sched_setaffinity(0, PRIMARY_SIDE)
+            cpus = {"primary and agents": [*PRIMARY_SIDE], "standby and analysts": [*STANDBY_SIDE]}
+        figures = asyncio.run(_run(primary, standby, pinned=pinned))
+        figures["cpus"] = cpus
         machine = machine_facts(primary, settings, load_before)
     figures["comparisons"] = comparisons(figures)
     write_results("replicas", figures, notes=__doc__ or "", machine=machine)

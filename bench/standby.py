@@ -141,10 +141,34 @@ class LocalServer:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
+    def pin(self, cpus: set[int]) -> None:
+        """Run the server (its postmaster and every process it has forked or
+        will fork) on `cpus` only: on one machine, a server of its own."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        for pid in (postmaster, *_children(postmaster)):
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(pid, cpus)
+
     def execute(self, statement: str, database: str = "postgres") -> list[tuple[object, ...]]:
         with psycopg.connect(self.url(database), autocommit=True) as conn:
             cursor = conn.execute(statement)
             return cursor.fetchall() if cursor.description else []
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # The field after the command (in parentheses, which may hold spaces).
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(entry.name))
+    return found
 
 
 class StandbyPair:
