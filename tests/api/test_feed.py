@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from store.domain.feed import MAX_FEED_LIMIT
 from store.domain.feed_vector import FIRST_PARTITION, parse_position
 from tests.api.conftest import TOOL_TURN, auth, new_conversation
+from tests.asgi_stream import AsgiStream
 
 PATIENCE = 30.0  # seconds: the feed trails commits while other sessions run
 
@@ -237,70 +238,18 @@ async def test_the_openapi_names_the_operations(client: httpx.AsyncClient) -> No
 # --- GET /events/stream -------------------------------------------------------------------
 
 
-class SSE:
-    """A GET of an endless response on the app, read as it is sent."""
+class SSE(AsgiStream):
+    """The feed's stream (`GET /events/stream`) read as it is sent."""
 
     def __init__(self, app: FastAPI, key: str, query: str = "", **headers: str) -> None:
-        self.app = app
-        self.body = b""
-        self.status: int | None = None
-        self.grew = asyncio.Event()
-        self.closed = asyncio.Event()
-        sent = [("authorization", f"Bearer {key}")] + [
-            (name.replace("_", "-").lower(), value) for name, value in headers.items()
-        ]
-        self.scope: dict[str, Any] = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/events/stream",
-            "raw_path": b"/events/stream",
-            "root_path": "",
-            "query_string": query.encode(),
-            "headers": [(n.encode(), v.encode()) for n, v in sent],
-            "client": ("127.0.0.1", 5000),
-            "server": ("convo.test", 80),
-        }
-        self.task: asyncio.Task[None] | None = None
+        super().__init__(app, "/events/stream", key, query, **headers)
 
-    async def __aenter__(self) -> SSE:
-        requested = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal requested
-            if not requested:
-                requested = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await self.closed.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                self.status = message["status"]
-            elif message["type"] == "http.response.body":
-                self.body += message.get("body", b"")
-                self.grew.set()
-
-        self.task = asyncio.create_task(self.app(self.scope, receive, send))  # type: ignore[arg-type]
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        self.closed.set()
-        assert self.task is not None
-        await asyncio.wait_for(self.task, timeout=10)
-
-    async def until(self, done: Callable[[str], bool]) -> str:
-        async def wait() -> str:
-            while not done(text := self.body.decode()):
-                if self.task is not None and self.task.done():
-                    return text
-                self.grew.clear()
-                await self.grew.wait()
-            return text
-
-        return await asyncio.wait_for(wait(), timeout=PATIENCE)
+    async def until(  # type: ignore[override]
+        self, done: Callable[[str], bool], *, or_end: bool = True
+    ) -> str:
+        """The body as text once `done(text)` holds, or the stream ended."""
+        body = await super().until(lambda body: done(body.decode()), or_end=or_end)
+        return body.decode()
 
     def events(self) -> list[dict[str, Any]]:
         """The SSE messages with data, as {id, event, data}."""

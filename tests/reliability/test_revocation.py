@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import httpx
 import pytest_asyncio
@@ -26,6 +24,7 @@ from store.domain.errors import StorageUnavailable
 from store.memory import MemoryStorage
 from store.postgres import PostgresStorage
 from tests.api.conftest import BASE_URL, auth
+from tests.asgi_stream import AsgiStream
 
 WITHIN_S = 1.0  # the promise
 PATIENCE = 30.0  # waiting for something that must come, on a loaded machine
@@ -43,75 +42,6 @@ class Keys:
         if self.failing:
             raise StorageUnavailable()
         return self.tenants.get(key)
-
-
-class Stream:
-    """A GET of a streamed response on the app, read as it is sent; a
-    client that reads slowly when `reading` is cleared."""
-
-    def __init__(self, app: FastAPI, path: str, key: str, query: str = "") -> None:
-        self.app, self.body, self.status = app, b"", 0
-        self.grew, self.disconnect = asyncio.Event(), asyncio.Event()
-        self.reading = asyncio.Event()
-        self.reading.set()
-        self.scope: dict[str, Any] = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "root_path": "",
-            "query_string": query.encode(),
-            "headers": [(b"authorization", f"Bearer {key}".encode())],
-            "client": ("127.0.0.1", 5000),
-            "server": ("convo.test", 80),
-        }
-        self.task: asyncio.Task[None] | None = None
-        self.ended_at = 0.0
-
-    async def __aenter__(self) -> Stream:
-        requested = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal requested
-            if not requested:
-                requested = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await self.disconnect.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            await self.reading.wait()
-            if message["type"] == "http.response.start":
-                self.status = message["status"]
-            elif message["type"] == "http.response.body":
-                self.body += message.get("body", b"")
-                if not message.get("more_body", False):
-                    self.ended_at = time.perf_counter()
-                self.grew.set()
-
-        self.task = asyncio.create_task(self.app(self.scope, receive, send))  # type: ignore[arg-type]
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        self.disconnect.set()
-        self.reading.set()
-        assert self.task is not None
-        await asyncio.wait_for(self.task, timeout=PATIENCE)
-
-    async def until(self, done: Callable[[bytes], bool]) -> None:
-        async def wait() -> None:
-            while not done(self.body):
-                self.grew.clear()
-                await self.grew.wait()
-
-        await asyncio.wait_for(wait(), timeout=PATIENCE)
-
-    async def ended(self, timeout: float) -> None:  # noqa: ASYNC109 - the promise's bound
-        assert self.task is not None
-        await asyncio.wait_for(asyncio.shield(self.task), timeout=timeout)
 
 
 def sse_messages(body: bytes) -> list[dict[str, str]]:
@@ -148,7 +78,7 @@ async def test_a_revoked_keys_tail_ends_within_a_second_with_the_problem(
 ) -> None:
     app, keys, client = memory_app
     cid = (await client.post("/conversations", json={"id": "c1"})).json()["id"]
-    async with Stream(app, "/events/stream", KEY, "after=0-0&heartbeat=0.05") as stream:
+    async with AsgiStream(app, "/events/stream", KEY, "after=0-0&heartbeat=0.05") as stream:
         await stream.until(lambda body: b"conversation_started" in body)
         await _append(client, cid, "before")
         await stream.until(lambda body: b"before" in body)
@@ -178,7 +108,7 @@ async def test_a_revoked_keys_export_ends_with_an_error_line(
         messages = [{"role": "user", "content": f"m{i}"} for i in range(start, start + 500)]
         response = await client.post(f"/conversations/{cid}/messages", json={"messages": messages})
         assert response.status_code in (200, 201), response.text
-    async with Stream(app, f"/conversations/{cid}/export", KEY) as stream:
+    async with AsgiStream(app, f"/conversations/{cid}/export", KEY) as stream:
         await stream.until(lambda body: body.count(b"\n") >= 1000)
         stream.reading.clear()  # a slow client: the export waits on it
         await asyncio.sleep(0.05)
@@ -196,7 +126,7 @@ async def test_a_valid_keys_stream_goes_on_and_a_failing_look_up_ends_nothing(
     memory_app: tuple[FastAPI, Keys, httpx.AsyncClient],
 ) -> None:
     app, keys, _ = memory_app
-    async with Stream(app, "/events/stream", KEY, "heartbeat=0.05") as stream:
+    async with AsgiStream(app, "/events/stream", KEY, "heartbeat=0.05") as stream:
         await stream.until(lambda body: b": connected" in body)
         keys.failing = True  # the key's database is down for a while
         await asyncio.sleep(1.0)
@@ -224,7 +154,7 @@ async def test_a_key_revoked_with_revoke_key_ends_its_tail_on_postgres(
             transport=transport, base_url=BASE_URL, headers=auth(key)
         ) as client:
             cid = (await client.post("/conversations", json={"id": "c1"})).json()["id"]
-            async with Stream(app, "/events/stream", key, "heartbeat=0.1") as stream:
+            async with AsgiStream(app, "/events/stream", key, "heartbeat=0.1") as stream:
                 await stream.until(lambda body: b": connected" in body)
                 await _append(client, cid, "before")
                 await stream.until(lambda body: b"before" in body)
@@ -259,7 +189,7 @@ async def test_an_expiring_keys_tail_ends_within_a_second_of_its_expiry_on_postg
             transport=transport, base_url=BASE_URL, headers=auth(key)
         ) as client:
             assert (await client.post("/conversations", json={"id": "c1"})).status_code == 201
-            async with Stream(app, "/events/stream", key, "heartbeat=0.1") as stream:
+            async with AsgiStream(app, "/events/stream", key, "heartbeat=0.1") as stream:
                 await stream.until(lambda body: b": connected" in body)
                 await stream.ended(timeout=PATIENCE + 2)
             ended_at = datetime.now(UTC) - timedelta(seconds=time.perf_counter() - stream.ended_at)
