@@ -233,6 +233,10 @@ class StandbyPair:
             time.sleep(0.01)
         raise TimeoutError("the standby's replay did not pause")
 
+    def resume_replay(self) -> None:
+        """Let the standby replay again (after `pause_replay`)."""
+        self.standby.execute("SELECT pg_wal_replay_resume()")
+
     def stop(self) -> None:
         self.standby.stop("immediate")
         self.primary.stop("immediate")

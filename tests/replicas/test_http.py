@@ -91,7 +91,7 @@ async def test_a_token_sent_back_reads_the_write_on_another_worker(
             fresh = await reader.http.get(path, headers={**auth, CONSISTENCY_HEADER: token})
             assert [m["content"] for m in fresh.json()["items"]] == ["hello"]
         finally:
-            pair.standby.execute("SELECT pg_wal_replay_resume()")
+            pair.resume_replay()
         for mangled in ("nonsense", "1/2/3", "G/0", "123456789/0", "0/" + "F" * 40):
             refused = await reader.http.get(path, headers={**auth, CONSISTENCY_HEADER: mangled})
             assert refused.status_code == 422

@@ -101,7 +101,7 @@ async def test_agents_read_their_writes_while_the_standby_replay_is_paused(
                 assert other.last_route() == ("analyst", False)
                 assert [m.content for m in history][-1] == "while paused"
         finally:
-            pair.standby.execute("SELECT pg_wal_replay_resume()")
+            pair.resume_replay()
         await _replayed(pair)
         await seen.storage.replicas.poll()  # type: ignore[union-attr]
         window = await repo.visible_window(cid)
@@ -126,7 +126,7 @@ async def test_a_standby_further_behind_than_the_bound_is_skipped(pair: StandbyP
             assert seen.last_route() == ("analyst", False)
             assert seen.skips("lagging") >= 1
         finally:
-            pair.standby.execute("SELECT pg_wal_replay_resume()")
+            pair.resume_replay()
         await _replayed(pair)
         await seen.storage.replicas.poll()  # type: ignore[union-attr]
         await repo.read_messages(cid)
