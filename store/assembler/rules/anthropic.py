@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from store.assembler.rules.violation import Violation
+from store.assembler.rules.violation import Violation, Violations
 
 _THINKING = {"thinking", "redacted_thinking"}
 _TTLS = {"5m", "1h"}
@@ -39,7 +39,7 @@ def _ids(blocks: list[dict[str, Any]], kind: str, key: str) -> list[str]:
     return [str(b.get(key)) for b in blocks if b.get("type") == kind]
 
 
-def _check_cache_control(payload: dict[str, Any], found: list[Violation]) -> None:
+def _check_cache_control(payload: dict[str, Any], found: Violations) -> None:
     marks: list[tuple[str, dict[str, Any]]] = []
     system = payload.get("system")
     if isinstance(system, list):
@@ -54,128 +54,84 @@ def _check_cache_control(payload: dict[str, Any], found: list[Violation]) -> Non
                 where = f"messages[{i}].content[{k}]"
                 marks.append((where, block["cache_control"]))
                 if block.get("type") in _THINKING:
-                    found.append(
-                        Violation(
-                            rule="A14",
-                            where=where,
-                            message=f"cache_control on a {block.get('type')} block",
-                        )
-                    )
+                    found.flag("A14", where, f"cache_control on a {block.get('type')} block")
     if len(marks) > 4:
-        found.append(
-            Violation(
-                rule="A8", where=marks[4][0], message=f"{len(marks)} cache_control marks (max 4)"
-            )
-        )
+        found.flag("A8", marks[4][0], f"{len(marks)} cache_control marks (max 4)")
     for where, mark in marks:
         if "ttl" in mark and mark["ttl"] not in _TTLS:
-            found.append(
-                Violation(rule="A8", where=where, message=f"ttl {mark['ttl']!r} not 5m|1h")
-            )
+            found.flag("A8", where, f"ttl {mark['ttl']!r} not 5m|1h")
 
 
 def check(payload: dict[str, Any]) -> list[Violation]:
     messages: list[dict[str, Any]] = payload.get("messages") or []
-    found: list[Violation] = []
+    found = Violations()
     if not messages:
-        found.append(Violation(rule="A11", where="messages", message="messages must not be empty"))
+        found.flag("A11", "messages", "messages must not be empty")
     _check_cache_control(payload, found)
     tool_use_ids: set[str] = set()
     if messages and messages[0].get("role") != "user":
-        found.append(
-            Violation(rule="A2", where="messages[0]", message="first message must be user")
-        )
+        found.flag("A2", "messages[0]", "first message must be user")
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         role = message.get("role")
         blocks = _blocks(message)
         if role not in {"user", "assistant"}:
-            found.append(
-                Violation(rule="A1", where=where, message=f"role {role!r} not user|assistant")
-            )
+            found.flag("A1", where, f"role {role!r} not user|assistant")
         if i and messages[i - 1].get("role") == role:
-            found.append(Violation(rule="A3", where=where, message=f"two {role} turns in a row"))
+            found.flag("A3", where, f"two {role} turns in a row")
         for k, block in enumerate(blocks):
             kind = block.get("type")
             at = f"{where}.content[{k}]"
             if kind == "text" and not str(block.get("text", "")).strip():
-                found.append(Violation(rule="A7", where=at, message="empty text block"))
+                found.flag("A7", at, "empty text block")
             elif kind == "tool_result":
                 if _blank_result(block):
-                    found.append(
-                        Violation(rule="A7", where=at, message="tool_result content is blank")
-                    )
+                    found.flag("A7", at, "tool_result content is blank")
                 inside = block.get("content")
                 for inner, part in enumerate(inside if isinstance(inside, list) else []):
                     if part.get("type") == "text" and not str(part.get("text", "")).strip():
-                        found.append(
-                            Violation(
-                                rule="A7",
-                                where=f"{at}.content[{inner}]",
-                                message="empty text block",
-                            )
-                        )
+                        found.flag("A7", f"{at}.content[{inner}]", "empty text block")
             if kind in {"tool_use", "tool_result"}:
                 key = "id" if kind == "tool_use" else "tool_use_id"
                 value = block.get(key)
                 if not isinstance(value, str) or not _TOOL_ID.fullmatch(value):
-                    found.append(
-                        Violation(
-                            rule="A12",
-                            where=f"{at}.{key}",
-                            message=f"{value!r} does not match ^[a-zA-Z0-9_-]+$",
-                        )
-                    )
+                    found.flag("A12", f"{at}.{key}", f"{value!r} does not match ^[a-zA-Z0-9_-]+$")
             if kind == "tool_use":
                 use_id = str(block.get("id"))
                 if use_id in tool_use_ids:
-                    found.append(
-                        Violation(rule="A13", where=at, message=f"tool_use id {use_id} used twice")
-                    )
+                    found.flag("A13", at, f"tool_use id {use_id} used twice")
                 tool_use_ids.add(use_id)
         kinds = [b.get("type") for b in blocks]
         if role == "assistant":
             first_other = next((k for k, t in enumerate(kinds) if t not in _THINKING), len(kinds))
             if any(t in _THINKING for t in kinds[first_other:]):
-                found.append(
-                    Violation(rule="A9", where=where, message="thinking blocks must come first")
-                )
+                found.flag("A9", where, "thinking blocks must come first")
         if role == "user":
             first_other = next((k for k, t in enumerate(kinds) if t != "tool_result"), len(kinds))
             if "tool_result" in kinds[first_other:]:
-                found.append(
-                    Violation(rule="A5", where=where, message="tool_result blocks must come first")
-                )
+                found.flag("A5", where, "tool_result blocks must come first")
         uses = _ids(blocks, "tool_use", "id") if role == "assistant" else []
         following = _blocks(messages[i + 1]) if i + 1 < len(messages) else []
         answers = _ids(following, "tool_result", "tool_use_id")
         if uses and sorted(uses) != sorted(answers):
-            found.append(
-                Violation(
-                    rule="A4",
-                    where=where,
-                    message="tool_use ids were found without tool_result blocks immediately "
-                    f"after: {', '.join(sorted(set(uses) - set(answers)) or ['(mismatch)'])}",
-                )
+            found.flag(
+                "A4",
+                where,
+                "tool_use ids were found without tool_result blocks immediately "
+                f"after: {', '.join(sorted(set(uses) - set(answers)) or ['(mismatch)'])}",
             )
         results = _ids(blocks, "tool_result", "tool_use_id") if role == "user" else []
         previous = _blocks(messages[i - 1]) if i else []
         if results and not set(results) <= set(_ids(previous, "tool_use", "id")):
-            found.append(
-                Violation(
-                    rule="A4", where=where, message="tool_result without a tool_use just before"
-                )
-            )
+            found.flag("A4", where, "tool_result without a tool_use just before")
     if messages and messages[-1].get("role") == "assistant":
         last = _blocks(messages[-1])
         if last and last[-1].get("type") == "text":
             text = str(last[-1].get("text", ""))
             if text != text.rstrip():
-                found.append(
-                    Violation(
-                        rule="A7",
-                        where=f"messages[{len(messages) - 1}]",
-                        message="final assistant content ends with whitespace",
-                    )
+                found.flag(
+                    "A7",
+                    f"messages[{len(messages) - 1}]",
+                    "final assistant content ends with whitespace",
                 )
     return found

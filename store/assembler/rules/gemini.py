@@ -14,7 +14,7 @@ import base64
 import re
 from typing import Any
 
-from store.assembler.rules.violation import Violation
+from store.assembler.rules.violation import Violation, Violations
 
 _STANDARD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _URL_SAFE = re.compile(r"[A-Za-z0-9_-]*={0,2}")
@@ -44,17 +44,13 @@ def _base64_problem(value: Any) -> str | None:
     return None
 
 
-def _check_parts(content: dict[str, Any], where: str, found: list[Violation]) -> None:
+def _check_parts(content: dict[str, Any], where: str, found: Violations) -> None:
     for k, part in enumerate(content.get("parts") or []):
         if "thoughtSignature" in part and (problem := _base64_problem(part["thoughtSignature"])):
-            found.append(
-                Violation(rule="G11", where=f"{where}.parts[{k}].thoughtSignature", message=problem)
-            )
+            found.flag("G11", f"{where}.parts[{k}].thoughtSignature", problem)
         inline = part.get("inlineData")
         if isinstance(inline, dict) and (problem := _base64_problem(inline.get("data"))):
-            found.append(
-                Violation(rule="G11", where=f"{where}.parts[{k}].inlineData.data", message=problem)
-            )
+            found.flag("G11", f"{where}.parts[{k}].inlineData.data", problem)
 
 
 def _calls(content: dict[str, Any], key: str) -> list[tuple[str, str]]:
@@ -67,9 +63,9 @@ def _calls(content: dict[str, Any], key: str) -> list[tuple[str, str]]:
 
 def check(payload: dict[str, Any]) -> list[Violation]:
     contents: list[dict[str, Any]] = payload.get("contents") or []
-    found: list[Violation] = []
+    found = Violations()
     if not contents:
-        found.append(Violation(rule="G7", where="contents", message="contents must not be empty"))
+        found.flag("G7", "contents", "contents must not be empty")
     system = payload.get("systemInstruction")
     if isinstance(system, dict):
         _check_parts(system, "systemInstruction", found)
@@ -77,51 +73,36 @@ def check(payload: dict[str, Any]) -> list[Violation]:
         where = f"contents[{i}]"
         role = content.get("role")
         if not content.get("parts"):
-            found.append(Violation(rule="G8", where=where, message="parts must not be empty"))
+            found.flag("G8", where, "parts must not be empty")
         _check_parts(content, where, found)
         responses = _calls(content, "functionResponse")
         previous = contents[i - 1] if i else {}
         if responses and not (previous.get("role") == "model" and _calls(previous, "functionCall")):
-            found.append(
-                Violation(
-                    rule="G9",
-                    where=where,
-                    message="functionResponse without a functionCall in the model turn before",
-                )
+            found.flag(
+                "G9", where, "functionResponse without a functionCall in the model turn before"
             )
         if role not in {"user", "model"}:
-            found.append(
-                Violation(
-                    rule="G1",
-                    where=where,
-                    message=f"role {role!r}: contents hold user|model; "
-                    "system goes in systemInstruction",
-                )
+            found.flag(
+                "G1",
+                where,
+                f"role {role!r}: contents hold user|model; system goes in systemInstruction",
             )
         calls = _calls(content, "functionCall")
         if not calls:
             continue
         if role != "model":
-            found.append(
-                Violation(rule="G1", where=where, message="functionCall outside a model turn")
-            )
+            found.flag("G1", where, "functionCall outside a model turn")
         if i == 0 or contents[i - 1].get("role") != "user":
-            found.append(
-                Violation(
-                    rule="G2",
-                    where=where,
-                    message="a functionCall turn must follow a user or functionResponse turn",
-                )
+            found.flag(
+                "G2", where, "a functionCall turn must follow a user or functionResponse turn"
             )
         following = contents[i + 1] if i + 1 < len(contents) else {}
         responses = _calls(following, "functionResponse")
         if sorted(calls) != sorted(responses):
-            found.append(
-                Violation(
-                    rule="G3",
-                    where=where,
-                    message=f"{len(calls)} functionCall part(s) but the next turn answers "
-                    f"{len(responses)} with matching ids/names",
-                )
+            found.flag(
+                "G3",
+                where,
+                f"{len(calls)} functionCall part(s) but the next turn answers "
+                f"{len(responses)} with matching ids/names",
             )
     return found

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from store.assembler.rules.json_values import strict_json_object
-from store.assembler.rules.violation import Violation
+from store.assembler.rules.violation import Violation, Violations
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
 MAX_ID = 40
@@ -32,9 +32,9 @@ def _call_ids(message: dict[str, Any]) -> list[str]:
 
 def check(payload: dict[str, Any]) -> list[Violation]:
     messages: list[dict[str, Any]] = payload.get("messages") or []
-    found: list[Violation] = []
+    found = Violations()
     if not messages:
-        found.append(Violation(rule="O7", where="messages", message="messages must not be empty"))
+        found.flag("O7", "messages", "messages must not be empty")
     seen_ids: set[str] = set()
     answered: set[str] = set()
     waiting: set[str] = set()  # calls of the open tool block still unanswered
@@ -43,44 +43,32 @@ def check(payload: dict[str, Any]) -> list[Violation]:
         where = f"messages[{i}]"
         role = message.get("role")
         if role not in ROLES:
-            found.append(Violation(rule="O1", where=where, message=f"unknown role {role!r}"))
+            found.flag("O1", where, f"unknown role {role!r}")
         if waiting and role != "tool":
-            found.append(
-                Violation(
-                    rule="O2",
-                    where=where,
-                    message="An assistant message with 'tool_calls' must be followed by tool "
-                    "messages responding to each 'tool_call_id'. The following tool_call_ids "
-                    f"did not have response messages: {', '.join(sorted(waiting))}",
-                )
+            found.flag(
+                "O2",
+                where,
+                "An assistant message with 'tool_calls' must be followed by tool "
+                "messages responding to each 'tool_call_id'. The following tool_call_ids "
+                f"did not have response messages: {', '.join(sorted(waiting))}",
             )
             if role in {"system", "developer"}:
-                found.append(
-                    Violation(rule="O6", where=where, message=f"{role} message inside a tool block")
-                )
+                found.flag("O6", where, f"{role} message inside a tool block")
             waiting = set()
         if role == "assistant":
             ids = _call_ids(message)
             if message.get("content") is None and not ids:
-                found.append(
-                    Violation(rule="O4", where=where, message="null content without tool_calls")
-                )
+                found.flag("O4", where, "null content without tool_calls")
             for k, call in enumerate(message.get("tool_calls") or []):
                 call_where = f"{where}.tool_calls[{k}]"
                 if problem := _id_problem(call.get("id")):
-                    found.append(Violation(rule="O8", where=call_where, message=problem))
+                    found.flag("O8", call_where, problem)
                 function = call.get("function") or {}
                 if problem := strict_json_object(function.get("arguments")):
-                    found.append(
-                        Violation(rule="O9", where=f"{call_where}.function", message=problem)
-                    )
+                    found.flag("O9", f"{call_where}.function", problem)
             for call_id in ids:
                 if call_id in seen_ids:
-                    found.append(
-                        Violation(
-                            rule="O5", where=where, message=f"duplicate tool_call id {call_id}"
-                        )
-                    )
+                    found.flag("O5", where, f"duplicate tool_call id {call_id}")
                 seen_ids.add(call_id)
             waiting = set(ids)
             block_ids = set(ids)
@@ -88,36 +76,25 @@ def check(payload: dict[str, Any]) -> list[Violation]:
         elif role == "tool":
             call_id = str(message.get("tool_call_id"))
             if problem := _id_problem(message.get("tool_call_id")):
-                found.append(Violation(rule="O8", where=where, message=problem))
+                found.flag("O8", where, problem)
             if call_id in answered:
-                found.append(
-                    Violation(
-                        rule="O10",
-                        where=where,
-                        message=f"a second tool message for tool_call_id {call_id}",
-                    )
-                )
+                found.flag("O10", where, f"a second tool message for tool_call_id {call_id}")
             answered.add(call_id)
             if call_id not in block_ids:
-                found.append(
-                    Violation(
-                        rule="O3",
-                        where=where,
-                        message="Invalid parameter: messages with role 'tool' must be a response "
-                        "to a preceeding message with 'tool_calls'",
-                    )
+                found.flag(
+                    "O3",
+                    where,
+                    "Invalid parameter: messages with role 'tool' must be a response "
+                    "to a preceeding message with 'tool_calls'",
                 )
             waiting.discard(call_id)
         else:
             block_ids = set()
             answered = set()
     if waiting:
-        found.append(
-            Violation(
-                rule="O2",
-                where=f"messages[{len(messages)}]",
-                message="tool_call_ids without response messages at the end: "
-                + ", ".join(sorted(waiting)),
-            )
+        found.flag(
+            "O2",
+            f"messages[{len(messages)}]",
+            "tool_call_ids without response messages at the end: " + ", ".join(sorted(waiting)),
         )
     return found

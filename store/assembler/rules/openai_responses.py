@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from store.assembler.rules.json_values import strict_json_object
-from store.assembler.rules.violation import Violation
+from store.assembler.rules.violation import Violation, Violations
 
 _MODEL_ITEMS = {"reasoning", "function_call"}
 _STATUSES = {"in_progress", "completed", "incomplete"}
@@ -58,16 +58,12 @@ def _is_model_turn(item: dict[str, Any]) -> bool:
 def check(payload: dict[str, Any]) -> list[Violation]:
     raw = payload.get("input")
     items: list[dict[str, Any]] = raw if isinstance(raw, list) else []
-    found: list[Violation] = []
+    found = Violations()
     if not raw:
-        found.append(Violation(rule="R6", where="input", message="input must not be empty"))
+        found.flag("R6", "input", "input must not be empty")
     instructions = payload.get("instructions")
     if instructions is not None and (not isinstance(instructions, str) or not instructions.strip()):
-        found.append(
-            Violation(
-                rule="R5", where="instructions", message="instructions must be non-empty text"
-            )
-        )
+        found.flag("R5", "instructions", "instructions must be non-empty text")
     calls: set[str] = set()
     answered: set[str] = set()
     item_ids: set[str] = set()
@@ -78,37 +74,24 @@ def check(payload: dict[str, Any]) -> list[Violation]:
         item_id = item.get("id")
         if isinstance(item_id, str):
             if item_id in item_ids:
-                found.append(
-                    Violation(
-                        rule="R7", where=where, message=f"Duplicate item found with id {item_id}"
-                    )
-                )
+                found.flag("R7", where, f"Duplicate item found with id {item_id}")
             item_ids.add(item_id)
         if kind in {"function_call", "function_call_output"} and (
             problem := _call_id_problem(item.get("call_id"))
         ):
-            found.append(Violation(rule="R10", where=where, message=problem))
+            found.flag("R10", where, problem)
         if _is_model_turn(item) and (problem := _output_message_problem(item)):
-            found.append(Violation(rule="R11", where=where, message=problem))
+            found.flag("R11", where, problem)
         if kind == "function_call_output":
             call_id = str(item.get("call_id"))
             if call_id in answered:
-                found.append(
-                    Violation(
-                        rule="R8",
-                        where=where,
-                        message=f"a second function_call_output for call_id {call_id}",
-                    )
-                )
+                found.flag("R8", where, f"a second function_call_output for call_id {call_id}")
             answered.add(call_id)
             if call_id not in calls:
-                found.append(
-                    Violation(
-                        rule="R1",
-                        where=where,
-                        message="No tool call found for function call output "
-                        f"with call_id {call_id}",
-                    )
+                found.flag(
+                    "R1",
+                    where,
+                    f"No tool call found for function call output with call_id {call_id}",
                 )
             pending.pop(call_id, None)
             continue
@@ -118,26 +101,16 @@ def check(payload: dict[str, Any]) -> list[Violation]:
             or (kind == "function_call" and items[i - 1].get("type") != "function_call")
         ):
             for call_id, at in sorted(pending.items()):
-                found.append(
-                    Violation(
-                        rule="R2",
-                        where=f"input[{at}]",
-                        message=f"No tool output found for function call {call_id}",
-                    )
+                found.flag(
+                    "R2", f"input[{at}]", f"No tool output found for function call {call_id}"
                 )
             pending = {}
         if kind == "function_call":
             call_id = str(item.get("call_id"))
             if call_id in calls:
-                found.append(
-                    Violation(
-                        rule="R7",
-                        where=where,
-                        message=f"call_id {call_id} is used by an earlier function_call",
-                    )
-                )
+                found.flag("R7", where, f"call_id {call_id} is used by an earlier function_call")
             if problem := strict_json_object(item.get("arguments")):
-                found.append(Violation(rule="R9", where=where, message=problem))
+                found.flag("R9", where, problem)
             calls.add(call_id)
             pending[call_id] = i
         if kind == "reasoning":
@@ -149,19 +122,7 @@ def check(payload: dict[str, Any]) -> list[Violation]:
             if following is None or not (
                 _is_model_turn(following) or following.get("type") in _MODEL_ITEMS
             ):
-                found.append(
-                    Violation(
-                        rule="R3",
-                        where=where,
-                        message="a reasoning item must be immediately followed by its item",
-                    )
-                )
+                found.flag("R3", where, "a reasoning item must be immediately followed by its item")
     for call_id, at in sorted(pending.items()):
-        found.append(
-            Violation(
-                rule="R2",
-                where=f"input[{at}]",
-                message=f"No tool output found for function call {call_id}",
-            )
-        )
+        found.flag("R2", f"input[{at}]", f"No tool output found for function call {call_id}")
     return found

@@ -14,3 +14,10 @@ class Violation(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.rule} at {self.where}: {self.message}"
+
+
+class Violations(list[Violation]):
+    """What one check found, in payload order; `flag` records one more."""
+
+    def flag(self, rule: str, where: str, message: str) -> None:
+        self.append(Violation(rule=rule, where=where, message=message))

@@ -7,23 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.assembler.rules.violation import Violation
+from store.assembler.rules.violation import Violation, Violations
 
 
 def check(payload: dict[str, Any]) -> list[Violation]:
     messages: list[dict[str, Any]] = payload.get("messages") or []
-    found: list[Violation] = []
+    found = Violations()
     if not messages:
-        found.append(Violation(rule="X3", where="messages", message="messages must not be empty"))
+        found.flag("X3", "messages", "messages must not be empty")
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         role = message.get("role")
         if role not in {"system", "user", "assistant"}:
-            found.append(Violation(rule="O1", where=where, message=f"role {role!r} not allowed"))
+            found.flag("O1", where, f"role {role!r} not allowed")
         if role == "tool" or "tool_calls" in message or "tool_call_id" in message:
-            found.append(Violation(rule="X1", where=where, message="native tool data in xml-tools"))
+            found.flag("X1", where, "native tool data in xml-tools")
         if message.get("content") is None:
-            found.append(Violation(rule="O4", where=where, message="null content"))
+            found.flag("O4", where, "null content")
         if i and role in {"user", "assistant"} and messages[i - 1].get("role") == role:
-            found.append(Violation(rule="X2", where=where, message=f"two {role} messages in a row"))
+            found.flag("X2", where, f"two {role} messages in a row")
     return found
