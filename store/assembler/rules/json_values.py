@@ -60,3 +60,13 @@ def strict_json_object(text: Any) -> str | None:
     if not isinstance(parsed, dict):
         return "arguments must be a JSON object"
     return None
+
+
+def id_problem(value: Any, *, name: str, longest: int) -> str | None:
+    """Why `value` cannot be the id the provider calls `name` (a non-empty
+    string of at most `longest` characters), or None."""
+    if not isinstance(value, str) or not value:
+        return f"{name} {value!r} must be a non-empty string"
+    if len(value) > longest:
+        return f"{name} is {len(value)} characters (max {longest})"
+    return None

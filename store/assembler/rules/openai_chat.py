@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.assembler.rules.json_values import strict_json_object
+from store.assembler.rules.json_values import id_problem, strict_json_object
 from store.assembler.rules.violation import Violation, Violations
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -19,11 +19,7 @@ MAX_ID = 40
 
 
 def _id_problem(value: Any) -> str | None:
-    if not isinstance(value, str) or not value:
-        return f"tool call id {value!r} must be a non-empty string"
-    if len(value) > MAX_ID:
-        return f"tool call id is {len(value)} characters (max {MAX_ID})"
-    return None
+    return id_problem(value, name="tool call id", longest=MAX_ID)
 
 
 def _call_ids(message: dict[str, Any]) -> list[str]:
@@ -75,7 +71,9 @@ def check(payload: dict[str, Any]) -> list[Violation]:
             answered = set()
         elif role == "tool":
             call_id = str(message.get("tool_call_id"))
-            if problem := _id_problem(message.get("tool_call_id")):
+            if problem := id_problem(
+                message.get("tool_call_id"), name="tool call id", longest=MAX_ID
+            ):
                 found.flag("O8", where, problem)
             if call_id in answered:
                 found.flag("O10", where, f"a second tool message for tool_call_id {call_id}")

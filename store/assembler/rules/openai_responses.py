@@ -17,20 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.assembler.rules.json_values import strict_json_object
+from store.assembler.rules.json_values import id_problem, strict_json_object
 from store.assembler.rules.violation import Violation, Violations
 
 _MODEL_ITEMS = {"reasoning", "function_call"}
 _STATUSES = {"in_progress", "completed", "incomplete"}
 MAX_CALL_ID = 64
-
-
-def _call_id_problem(value: Any) -> str | None:
-    if not isinstance(value, str) or not value:
-        return f"call_id {value!r} must be a non-empty string"
-    if len(value) > MAX_CALL_ID:
-        return f"call_id is {len(value)} characters (max {MAX_CALL_ID})"
-    return None
 
 
 def _output_message_problem(item: dict[str, Any]) -> str | None:
@@ -77,7 +69,7 @@ def check(payload: dict[str, Any]) -> list[Violation]:
                 found.flag("R7", where, f"Duplicate item found with id {item_id}")
             item_ids.add(item_id)
         if kind in {"function_call", "function_call_output"} and (
-            problem := _call_id_problem(item.get("call_id"))
+            problem := id_problem(item.get("call_id"), name="call_id", longest=MAX_CALL_ID)
         ):
             found.flag("R10", where, problem)
         if _is_model_turn(item) and (problem := _output_message_problem(item)):
