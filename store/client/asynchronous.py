@@ -17,22 +17,54 @@ each append carries an idempotency key of its own, reused by its retries.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec
 
 from store.client import calls
 from store.client.async_reads import AsyncReads
-from store.client.wire import AgentState
+from store.client.wire import AgentState, operation_of
 from store.domain.context import AgentProfile, ContextSlots, TodoItem
 from store.domain.conversation_keys import ConversationRef
 from store.domain.errors import InvalidOperation
 from store.domain.listing import ConversationPage, ConversationQuery, conversation_query
-from store.domain.messages import MAIN_AGENT, Content, Message, Role, StoredMessage
-from store.domain.operations import BatchOperation
+from store.domain.messages import MAIN_AGENT, Content, Message, StoredMessage
+from store.domain.operations import BatchOperation, Clear, Truncate
 from store.domain.records import ExpectedVersion, StreamState
 from store.domain.values import Appended, Batch, BatchResult, Conversation
+from store.repository.protocol import ConversationRepository
 
 ANY = StreamState.ANY
+P = ParamSpec("P")
+
+
+def operating(
+    kind: type[BatchOperation],
+    like: Callable[Concatenate[Any, ConversationRef, P], Awaitable[BatchResult]],
+) -> Callable[Concatenate[AsyncConvoClient, ConversationRef, P], Coroutine[Any, Any, BatchResult]]:
+    """A batch operation as a method with the repository's signature (typed
+    from the adapters' protocol, so the two cannot drift): its keywords are
+    the operation's fields, sent by `run_batch_operation`."""
+
+    @functools.wraps(like)
+    async def send(
+        self: AsyncConvoClient,
+        conversation_id: ConversationRef,
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> BatchResult:
+        if args:
+            raise TypeError(f"{like.__name__} takes its fields by keyword")
+        fields: dict[str, Any] = dict(kwargs)
+        expected_version: ExpectedVersion = fields.pop("expected_version", ANY)
+        if "range_" in fields:  # `range` is a builtin in Python, a field on the wire
+            fields["range"] = fields.pop("range_")
+        return await self.run_batch_operation(
+            conversation_id, operation_of(kind, **fields), expected_version=expected_version
+        )
+
+    return send
 
 
 class AsyncConvoClient(AsyncReads):
@@ -197,49 +229,8 @@ class AsyncConvoClient(AsyncReads):
             calls.run_batch_operation(conversation_id, operation, expected_version)
         )
 
-    async def truncate(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        keep_first: int | None = None,
-        keep_last: int | None = None,
-        remove_first: int | None = None,
-        remove_last: int | None = None,
-        range_: tuple[int, int] | None = None,
-        role: Role | None = None,
-        adjust: bool = False,
-        agent_id: str = MAIN_AGENT,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        operation = calls.truncate_operation(
-            agent_id=agent_id,
-            keep_first=keep_first,
-            keep_last=keep_last,
-            remove_first=remove_first,
-            remove_last=remove_last,
-            range=range_,
-            role=role,
-            adjust=adjust,
-        )
-        return await self.run_batch_operation(
-            conversation_id, operation, expected_version=expected_version
-        )
-
-    async def clear(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        keep_system: bool = True,
-        adjust: bool = False,
-        agent_id: str = MAIN_AGENT,
-        expected_version: ExpectedVersion = ANY,
-    ) -> BatchResult:
-        operation = calls.clear_operation(agent_id=agent_id, keep_system=keep_system, adjust=adjust)
-        return await self.run_batch_operation(
-            conversation_id, operation, expected_version=expected_version
-        )
+    truncate = operating(Truncate, ConversationRepository.truncate)
+    clear = operating(Clear, ConversationRepository.clear)
 
     async def batches(self, conversation_id: ConversationRef, /) -> list[Batch]:
         return await self.call(calls.batches(conversation_id))

@@ -29,7 +29,6 @@ from store.client.wire import (
     expected,
     message_list,
     no_answer,
-    operation_of,
     query,
     segment,
     version_of,
@@ -44,8 +43,6 @@ from store.domain.listing import ConversationPage, ConversationQuery, MessagePag
 from store.domain.messages import Content, Message, Role, StoredMessage
 from store.domain.operations import (
     BatchOperation,
-    Clear,
-    Truncate,
 )
 from store.domain.records import ExpectedVersion, FeedPosition
 from store.domain.search import SearchPage, SearchQuery
@@ -239,14 +236,6 @@ def run_batch_operation(
     body = operation.model_dump(mode="json")
     body["expected_version"] = expected(expected_version)
     return _conversation_write("POST", conversation_id, "/batches", answer_of(BatchResult), body)
-
-
-def truncate_operation(**fields: Any) -> BatchOperation:
-    return operation_of(Truncate, **fields)
-
-
-def clear_operation(**fields: Any) -> BatchOperation:
-    return operation_of(Clear, **fields)
 
 
 def batches(conversation_id: ConversationRef) -> Call[list[Batch]]:
