@@ -7,15 +7,15 @@ at a time. `AsyncConvoClient` adds the writes.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
-from typing import Any, Concatenate, Literal, ParamSpec
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, Literal, ParamSpec
 
 from pydantic import BaseModel
 
 from store.client import calls, wire
 from store.client.async_sender import AsyncSender
+from store.client.derived import forwarding, page_items
 from store.client.problems import error_from
 from store.client.retrying import retryable, wait_before_retry
 from store.client.sse import EventStreamReader
@@ -23,32 +23,13 @@ from store.client.wire import PAGE, Assembled
 from store.domain.conversation_keys import ConversationRef
 from store.domain.feed import FeedEvent, FeedPage
 from store.domain.feed_vector import FeedVector, position_token
-from store.domain.listing import MessagePage, WindowSlice
 from store.domain.messages import MAIN_AGENT, Role, StoredMessage
 from store.domain.records import FeedPosition
 from store.domain.search import SearchHit, SearchPage, SearchQuery
-from store.domain.values import Scope, ToolBlock
+from store.domain.values import Scope
+from store.repository import Repository
 
 P = ParamSpec("P")
-
-
-def page_items(
-    page: Callable[Concatenate[Any, P], Coroutine[Any, Any, MessagePage]], *, name: str
-) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, list[StoredMessage]]]:
-    """A method named `name` sending `page`'s request and answering its
-    messages only, the cursors left out: the same parameters, typed from
-    `page`, so the two cannot drift."""
-
-    async def items(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> list[StoredMessage]:
-        return list((await page(self, *args, **kwargs)).items)
-
-    items.__name__ = name
-    items.__qualname__ = page.__qualname__.replace(page.__name__, name)
-    items.__doc__ = "The messages of `page_messages`'s page, without its cursors."
-    items.__signature__ = inspect.signature(page).replace(  # type: ignore[attr-defined]
-        return_annotation="list[StoredMessage]"
-    )
-    return items
 
 
 class AsyncReads(AsyncSender):
@@ -76,49 +57,9 @@ class AsyncReads(AsyncSender):
                 return found
             cursor = page.next_cursor
 
-    async def read_window(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        batch: int | None = None,
-        agent_id: str | None = None,
-        cursor: str | None = None,
-        limit: int = PAGE,
-    ) -> WindowSlice:
-        return await self.call(
-            calls.read_window(
-                conversation_id, batch=batch, agent_id=agent_id, cursor=cursor, limit=limit
-            )
-        )
+    read_window = forwarding(Repository.read_window, calls.read_window)
 
-    async def page_messages(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        after_seq: int | None = None,
-        before_seq: int | None = None,
-        limit: int = 100,
-        order: Literal["asc", "desc"] = "asc",
-        role: Role | None = None,
-        agent_id: str | None = None,
-        kind: str | None = None,
-        scope: Scope = "history",
-    ) -> MessagePage:
-        return await self.call(
-            calls.page_messages(
-                conversation_id,
-                after_seq=after_seq,
-                before_seq=before_seq,
-                limit=limit,
-                order=order,
-                role=role,
-                agent_id=agent_id,
-                kind=kind,
-                scope=scope,
-            )
-        )
+    page_messages = forwarding(Repository.page_messages, calls.page_messages)
 
     read_messages = page_items(page_messages, name="read_messages")
 
@@ -178,17 +119,7 @@ class AsyncReads(AsyncSender):
     ) -> dict[Role, int]:
         return await self.call(calls.count_by_role(conversation_id, scope))
 
-    async def tool_blocks(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        pending_only: bool = False,
-        agent_id: str | None = None,
-    ) -> list[ToolBlock]:
-        return await self.call(
-            calls.tool_blocks(conversation_id, pending_only=pending_only, agent_id=agent_id)
-        )
+    tool_blocks = forwarding(Repository.tool_blocks, calls.tool_blocks)
 
     async def search_messages(self, query: SearchQuery) -> SearchPage:
         return await self.call(calls.search_messages(query))
@@ -253,12 +184,7 @@ class AsyncReads(AsyncSender):
             if not page.more:
                 return
 
-    async def conversation_events(
-        self, conversation_id: ConversationRef, /, *, from_version: int = 1, limit: int = 100
-    ) -> list[FeedEvent]:
-        return await self.call(
-            calls.conversation_events(conversation_id, from_version=from_version, limit=limit)
-        )
+    conversation_events = forwarding(Repository.conversation_events, calls.conversation_events)
 
     async def iter_conversation_events(
         self, conversation_id: ConversationRef, /, *, from_version: int = 1, page_size: int = PAGE
