@@ -23,8 +23,9 @@ from typing import Any, Concatenate, ParamSpec
 
 from store.client import calls
 from store.client.async_reads import AsyncReads
+from store.client.derived import forwarding
 from store.client.wire import AgentState, operation_of
-from store.domain.context import AgentProfile, ContextSlots, TodoItem
+from store.domain.context import AgentProfile, ContextSlots
 from store.domain.conversation_keys import ConversationRef
 from store.domain.errors import InvalidOperation
 from store.domain.listing import ConversationPage, ConversationQuery, conversation_query
@@ -32,6 +33,7 @@ from store.domain.messages import MAIN_AGENT, Content, Message, StoredMessage
 from store.domain.operations import BatchOperation, Clear, Truncate
 from store.domain.records import ExpectedVersion, StreamState
 from store.domain.values import Appended, Batch, BatchResult, Conversation
+from store.repository import Repository
 from store.repository.protocol import ConversationRepository
 
 ANY = StreamState.ANY
@@ -183,21 +185,7 @@ class AsyncConvoClient(AsyncReads):
     ) -> int:
         return await self.call(calls.configure_agent(conversation_id, profile, expected_version))
 
-    async def update_slot(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        slot: str,
-        value: str | Sequence[TodoItem] | None,
-        *,
-        agent_id: str = MAIN_AGENT,
-        expected_version: ExpectedVersion = ANY,
-    ) -> int:
-        return await self.call(
-            calls.update_slot(
-                conversation_id, slot, value, agent_id=agent_id, expected_version=expected_version
-            )
-        )
+    update_slot = forwarding(Repository.update_slot, calls.update_slot)
 
     async def context_slots(
         self, conversation_id: ConversationRef, /, agent_id: str = MAIN_AGENT
@@ -240,25 +228,7 @@ class AsyncConvoClient(AsyncReads):
     ) -> list[StoredMessage]:
         return await self.call(calls.batch_messages(conversation_id, batch))
 
-    async def fork(
-        self,
-        conversation_id: ConversationRef,
-        /,
-        *,
-        new_conversation_id: ConversationRef | None = None,
-        up_to_seq: int | None = None,
-        agent_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> Conversation:
-        return await self.call(
-            calls.fork(
-                conversation_id,
-                new_conversation_id=new_conversation_id,
-                up_to_seq=up_to_seq,
-                agent_id=agent_id,
-                metadata=metadata,
-            )
-        )
+    fork = forwarding(Repository.fork, calls.fork)
 
     async def pin_message(
         self,
