@@ -84,6 +84,7 @@ def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
         answers += append.answers
         if append.request is not None:
             requests.append(append.request)
+    lone = len(heads) == 1
     text = append_cte(
         with_messages=bool(messages),
         calls=bool(calls),
@@ -91,8 +92,11 @@ def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
         request=bool(requests),
         guarded=True,
         client_ids=any(head["client_ids"] for head in heads),
+        lone=lone,
     )
-    params = {"heads": rows_json(heads), "events": rows_json(events)}
+    # A lone append's head goes as parameters (`append_cte(lone=True)`).
+    params = dict(heads[0]) if lone else {"heads": rows_json(heads)}
+    params["events"] = rows_json(events)
     for name, rows in (
         ("messages", messages),
         ("calls", calls),
