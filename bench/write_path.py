@@ -109,7 +109,8 @@ BULK_SPLIT_CALLS = 10 if QUICK else 30  # after the timed ones: client CPU vs th
 WRITERS = (1, 8, 32)
 PER_WRITER = 50 if QUICK else 200
 ROUNDS = 3
-THROUGHPUT_WARMUP = 10  # appends per writer, 32 writers, both sides
+THROUGHPUT_WARMUP = 10  # appends per writer, 32 writers, the store
+RAW_WARMUP = 5  # untimed inserts per raw connection, opened for its measurement
 # The goal's size; quick runs fewer (bytes per message barely depends on it).
 STORAGE_APPENDS = 2_000 if QUICK else 5_000
 PROFILE_APPENDS = 100 if QUICK else 300
@@ -360,73 +361,110 @@ RAW_CLIENTS = {
 }
 
 
-class Writers:
-    """`max(WRITERS)` store conversations and as many raw connections of each
-    kind. Writer `k` writes the same messages on every side, every round."""
+class Measured:
+    """A timed section's wall seconds, this process's CPU seconds and the
+    whole machine's (None where the machine's are unknown)."""
 
-    def __init__(
-        self,
-        streams: list[Stream],
-        conns: list[psycopg.AsyncConnection[Any]],
-        auto_conns: list[psycopg.AsyncConnection[Any]],
-        sync_conns: list[psycopg.Connection[Any]],
-    ) -> None:
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.process = time.process_time()
+        self.machine = machine_cpu_seconds()
+
+    def stop(self, appends: int) -> tuple[float, float, float | None]:
+        """Appends per second, and the section's CPU seconds (process, machine)."""
+        wall = time.perf_counter() - self.wall
+        machine_now = machine_cpu_seconds()
+        machine = (
+            None if self.machine is None or machine_now is None else machine_now - self.machine
+        )
+        return appends / wall, time.process_time() - self.process, machine
+
+
+Rate = tuple[float, float, float | None]
+
+
+class Writers:
+    """`max(WRITERS)` store conversations, and raw connections opened for
+    each raw measurement (the server's connection limit is shared: the
+    store's pool and one kind of raw connections at a time). Writer `k`
+    writes the same messages on every side, every round."""
+
+    def __init__(self, streams: list[Stream], url: str, settings: Settings) -> None:
         self.streams = streams
-        self.conns = conns
-        self.auto_conns = auto_conns
-        self.sync_conns = sync_conns
-        self.raw_ids = [uuid.uuid4() for _ in conns]
+        self.url = url
+        self.settings = settings
+        self.raw_ids = [uuid.uuid4() for _ in streams]
 
     def prepare(self, writers: int, per_writer: int) -> list[list[dict[str, Any]]]:
         return [Script(seed=100 + k, tools=False).take(per_writer) for k in range(writers)]
 
-    async def side(self, name: str, writers: int, per_writer: int) -> float:
-        """Appends per second on side `name`, `writers` concurrent writers."""
+    async def side(self, name: str, writers: int, per_writer: int) -> Rate:
+        """Appends per second on side `name`, `writers` concurrent writers,
+        and the CPU its timed part took (`Measured.stop`)."""
+        if name == "store":
+            return await self.store(writers, per_writer)
         if name == "raw_threads":
             return await self.raw_threads(writers, per_writer)
-        if name == "store":
-            batches: list[list[Any]] = [
-                as_messages(raw) for raw in self.prepare(writers, per_writer)
-            ]
-        else:
-            batches = [as_json(raw) for raw in self.prepare(writers, per_writer)]
+        batches = [as_json(raw) for raw in self.prepare(writers, per_writer)]
+        autocommit = name == "raw_async_autocommit"
+        conns = [await raw_async_connection(self.url, self.settings) for _ in range(writers)]
+        try:
+            for k, conn in enumerate(conns):
+                await conn.set_autocommit(autocommit)
+                for data in batches[k][:RAW_WARMUP]:  # the backend's caches warm
+                    await raw_insert(conn, self.raw_ids[k], data)
+
+            async def writer(k: int) -> None:
+                conn, cid = conns[k], self.raw_ids[k]
+                for data in batches[k]:
+                    if autocommit:
+                        await conn.execute(INSERT, (cid, data))
+                    else:
+                        await raw_insert(conn, cid, data)
+
+            measured = Measured()
+            await asyncio.gather(*(writer(k) for k in range(writers)))
+            return measured.stop(writers * per_writer)
+        finally:
+            for conn in conns:
+                await conn.close()
+
+    async def store(self, writers: int, per_writer: int) -> Rate:
+        batches = [as_messages(raw) for raw in self.prepare(writers, per_writer)]
 
         async def writer(k: int) -> None:
-            if name == "store":
-                for message in batches[k]:
-                    await self.streams[k].append([message])
-            elif name == "raw":
-                for data in batches[k]:
-                    await raw_insert(self.conns[k], self.raw_ids[k], data)
-            else:
-                for data in batches[k]:
-                    await self.auto_conns[k].execute(INSERT, (self.raw_ids[k], data))
+            for message in batches[k]:
+                await self.streams[k].append([message])
 
-        started = time.perf_counter()
+        measured = Measured()
         await asyncio.gather(*(writer(k) for k in range(writers)))
-        return writers * per_writer / (time.perf_counter() - started)
+        return measured.stop(writers * per_writer)
 
-    async def raw_threads(self, writers: int, per_writer: int) -> float:
+    async def raw_threads(self, writers: int, per_writer: int) -> Rate:
         """Blocking autocommit INSERTs, one thread and connection per writer,
         all started together."""
         batches = [as_json(raw) for raw in self.prepare(writers, per_writer)]
-        start = threading.Barrier(writers + 1)
+        start = threading.Barrier(writers + 1, timeout=60)
 
         def writer(k: int) -> None:
-            conn, cid = self.sync_conns[k], self.raw_ids[k]
-            start.wait()
-            for data in batches[k]:
-                conn.execute(INSERT, (cid, data))
+            with raw_sync_connection(self.url, self.settings) as conn:
+                conn.autocommit = True
+                cid = self.raw_ids[k]
+                for data in batches[k][:RAW_WARMUP]:  # the backend's caches warm
+                    conn.execute(INSERT, (cid, data))
+                start.wait()
+                for data in batches[k]:
+                    conn.execute(INSERT, (cid, data))
 
-        def run_all() -> float:
+        def run_all() -> Rate:
             threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
             for thread in threads:
                 thread.start()
             start.wait()
-            started = time.perf_counter()
+            measured = Measured()
             for thread in threads:
                 thread.join()
-            return writers * per_writer / (time.perf_counter() - started)
+            return measured.stop(writers * per_writer)
 
         return await asyncio.to_thread(run_all)
 
@@ -434,39 +472,21 @@ class Writers:
 async def throughput(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
     most = max(WRITERS)
     streams = [await Stream.create(repository) for _ in range(most)]
-    conns = [await raw_async_connection(url, settings) for _ in range(most)]
-    auto_conns = [await raw_async_connection(url, settings) for _ in range(most)]
-    sync_conns = [raw_sync_connection(url, settings) for _ in range(most)]
-    for conn in auto_conns:
-        await conn.set_autocommit(True)
-    for sync_conn in sync_conns:
-        sync_conn.autocommit = True
-    try:
-        writers = Writers(streams, conns, auto_conns, sync_conns)
-        for side in SIDES:  # fills the store's pool: `most` connections
-            await writers.side(side, most, THROUGHPUT_WARMUP)
-        samples: dict[str, dict[int, list[float]]] = {
-            side: {n: [] for n in WRITERS} for side in SIDES
-        }
-        # CPU seconds per side and writer count: (this process, whole machine).
-        cpu: dict[str, dict[int, list[float]]] = {
-            side: {n: [0.0, 0.0] for n in WRITERS} for side in SIDES
-        }
-        for round_number in range(ROUNDS):
-            for n in WRITERS:
-                shift = round_number % len(SIDES)
-                for side in SIDES[shift:] + SIDES[:shift]:
-                    process_before, machine_before = time.process_time(), machine_cpu_seconds()
-                    samples[side][n].append(await writers.side(side, n, PER_WRITER))
-                    machine_after = machine_cpu_seconds()
-                    cpu[side][n][0] += time.process_time() - process_before
-                    if machine_before is not None and machine_after is not None:
-                        cpu[side][n][1] += machine_after - machine_before
-    finally:
-        for conn in conns + auto_conns:
-            await conn.close()
-        for sync_conn in sync_conns:
-            sync_conn.close()
+    writers = Writers(streams, url, settings)
+    await writers.store(most, THROUGHPUT_WARMUP)  # fills the store's pool: `most` connections
+    samples: dict[str, dict[int, list[float]]] = {side: {n: [] for n in WRITERS} for side in SIDES}
+    # CPU seconds per side and writer count: (this process, whole machine).
+    cpu: dict[str, dict[int, list[float]]] = {
+        side: {n: [0.0, 0.0] for n in WRITERS} for side in SIDES
+    }
+    for round_number in range(ROUNDS):
+        for n in WRITERS:
+            shift = round_number % len(SIDES)
+            for side in SIDES[shift:] + SIDES[:shift]:
+                rate, process, machine = await writers.side(side, n, PER_WRITER)
+                samples[side][n].append(rate)
+                cpu[side][n][0] += process
+                cpu[side][n][1] += machine or 0.0
 
     by_writers = {}
     for n in WRITERS:
