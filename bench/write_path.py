@@ -815,26 +815,34 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
         plural = "s" if n > 1 else ""
         goal = share_goals.get(n)
         fastest = w["fastest_raw"]
-        rows.append(
-            comparison(
-                f"throughput, {n} writer{plural} (share of the fastest raw client)",
-                w["store_appends_per_s"],
+        baselines = [
+            (
+                "(share of the fastest raw client)",
                 w["fastest_raw_appends_per_s"],
-                unit="appends/s",
-                baseline_name=f"{n} {RAW_CLIENTS[fastest]}",
-                goal=None if goal is None else (">=", goal),
-                note=_cpu_note(w["cpu_ms_per_append"], fastest) if goal else "",
-            )
-        )
-        rows.append(
-            comparison(
-                f"throughput, {n} writer{plural} vs async INSERT+COMMIT (info)",
-                w["store_appends_per_s"],
+                RAW_CLIENTS[fastest],
+                None if goal is None else (">=", goal),
+                _cpu_note(w["cpu_ms_per_append"], fastest) if goal else "",
+            ),
+            (
+                "vs async INSERT+COMMIT (info)",
                 w["raw_appends_per_s"],
-                unit="appends/s",
-                baseline_name=f"{n} async psycopg conn. INSERT+COMMIT",
+                "async psycopg conn. INSERT+COMMIT",
+                None,
+                "",
+            ),
+        ]
+        for label, baseline, client, target, note in baselines:
+            rows.append(
+                comparison(
+                    f"throughput, {n} writer{plural} {label}",
+                    w["store_appends_per_s"],
+                    baseline,
+                    unit="appends/s",
+                    baseline_name=f"{n} {client}",
+                    goal=target,
+                    note=note,
+                )
             )
-        )
     most = writers[str(max(WRITERS))]
     cpu = most["cpu_ms_per_append"]
     if cpu[most["fastest_raw"]]["machine"] > 0:
