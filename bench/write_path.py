@@ -38,7 +38,10 @@ conversation_id uuid, data jsonb)` in its own schema.
   store's writers are tasks of this one event loop; every side is one Python
   process on the same cores as the server. Connections are opened (and the
   store's pool filled) by a warm-up round; each round the sides take turns,
-  their order rotating; medians of appends/s. Share = store/raw.
+  their order rotating; medians of appends/s. Share = store/raw. CPU per
+  append: this process's, the whole machine's, and the server processes'
+  of the connections to the database (from /proc, where the server runs on
+  this machine: what the server spent whatever else the machine runs).
 - storage: 5,000 single appends (2,000 in a quick run: the figure is per
   message) to one conversation in a fresh database; the store's size is the
   growth of every table in the `public` schema (`pg_total_relation_size`:
@@ -70,6 +73,7 @@ No figure is asserted; goals are compared in `comparisons`.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import threading
 import time
@@ -353,6 +357,7 @@ async def client_split(stream: Stream, batches: list[list[Message]]) -> dict[str
 
 # The sides of the throughput run: the store, and the raw clients it is held
 # against (the fastest of `FASTEST_RAW` at each writer count is the goal's).
+Rate = tuple[float, float, float | None, float | None]
 SIDES = ("store", "raw_threads", "raw_async_autocommit", "raw")
 FASTEST_RAW = ("raw_threads", "raw_async_autocommit")
 RAW_CLIENTS = {
@@ -361,26 +366,60 @@ RAW_CLIENTS = {
 }
 
 
+BACKENDS = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+    " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+)
+
+
+def backend_pids(url: str, settings: Settings) -> list[int]:
+    """The server processes of every connection to this database now: the
+    store's pool, and the raw side's connections while they are open."""
+    with raw_sync_connection(url, settings) as conn:
+        return [row[0] for row in conn.execute(BACKENDS).fetchall()]
+
+
+def backends_cpu_seconds(pids: list[int]) -> float | None:
+    """CPU time (user + system) the server processes `pids` spent so far,
+    from /proc; None where they cannot be read (a server on another
+    machine). A process gone meanwhile counts as nothing."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class Measured:
-    """A timed section's wall seconds, this process's CPU seconds and the
-    whole machine's (None where the machine's are unknown)."""
+    """A timed section's wall seconds, this process's CPU seconds, the
+    whole machine's and the server processes' `pids` (None where unknown):
+    the server's CPU per append whatever else the machine runs."""
 
-    def __init__(self) -> None:
-        self.wall = time.perf_counter()
-        self.process = time.process_time()
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.server = backends_cpu_seconds(pids)
         self.machine = machine_cpu_seconds()
+        self.process = time.process_time()
+        self.wall = time.perf_counter()
 
-    def stop(self, appends: int) -> tuple[float, float, float | None]:
-        """Appends per second, and the section's CPU seconds (process, machine)."""
+    def stop(self, appends: int) -> Rate:
+        """Appends per second, and the section's CPU seconds (this process,
+        the machine, the server's processes)."""
         wall = time.perf_counter() - self.wall
-        machine_now = machine_cpu_seconds()
-        machine = (
-            None if self.machine is None or machine_now is None else machine_now - self.machine
+        process = time.process_time() - self.process
+        machine_now, server_now = machine_cpu_seconds(), backends_cpu_seconds(self.pids)
+        return (
+            appends / wall,
+            process,
+            None if self.machine is None or machine_now is None else machine_now - self.machine,
+            None if self.server is None or server_now is None else server_now - self.server,
         )
-        return appends / wall, time.process_time() - self.process, machine
-
-
-Rate = tuple[float, float, float | None]
 
 
 class Writers:
@@ -422,7 +461,7 @@ class Writers:
                     else:
                         await raw_insert(conn, cid, data)
 
-            measured = Measured()
+            measured = Measured(backend_pids(self.url, self.settings))
             await asyncio.gather(*(writer(k) for k in range(writers)))
             return measured.stop(writers * per_writer)
         finally:
@@ -436,37 +475,43 @@ class Writers:
             for message in batches[k]:
                 await self.streams[k].append([message])
 
-        measured = Measured()
+        measured = Measured(backend_pids(self.url, self.settings))
         await asyncio.gather(*(writer(k) for k in range(writers)))
         return measured.stop(writers * per_writer)
 
     async def raw_threads(self, writers: int, per_writer: int) -> Rate:
         """Blocking autocommit INSERTs, one thread and connection per writer,
-        all started together."""
+        all started together. The connections are opened before and closed
+        after the measurement (their server processes' CPU is read at its end)."""
         batches = [as_json(raw) for raw in self.prepare(writers, per_writer)]
-        start = threading.Barrier(writers + 1, timeout=60)
-
-        def writer(k: int) -> None:
-            with raw_sync_connection(self.url, self.settings) as conn:
+        conns = [raw_sync_connection(self.url, self.settings) for _ in range(writers)]
+        try:
+            for k, conn in enumerate(conns):
                 conn.autocommit = True
-                cid = self.raw_ids[k]
                 for data in batches[k][:RAW_WARMUP]:  # the backend's caches warm
-                    conn.execute(INSERT, (cid, data))
+                    conn.execute(INSERT, (self.raw_ids[k], data))
+            start = threading.Barrier(writers + 1, timeout=60)
+
+            def writer(k: int) -> None:
+                conn, cid = conns[k], self.raw_ids[k]
                 start.wait()
                 for data in batches[k]:
                     conn.execute(INSERT, (cid, data))
 
-        def run_all() -> Rate:
-            threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
-            for thread in threads:
-                thread.start()
-            start.wait()
-            measured = Measured()
-            for thread in threads:
-                thread.join()
-            return measured.stop(writers * per_writer)
+            def run_all() -> Rate:
+                threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
+                for thread in threads:
+                    thread.start()
+                measured = Measured(backend_pids(self.url, self.settings))
+                start.wait()
+                for thread in threads:
+                    thread.join()
+                return measured.stop(writers * per_writer)
 
-        return await asyncio.to_thread(run_all)
+            return await asyncio.to_thread(run_all)
+        finally:
+            for conn in conns:
+                conn.close()
 
 
 async def throughput(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
@@ -475,18 +520,20 @@ async def throughput(repository: Repository, url: str, settings: Settings) -> di
     writers = Writers(streams, url, settings)
     await writers.store(most, THROUGHPUT_WARMUP)  # fills the store's pool: `most` connections
     samples: dict[str, dict[int, list[float]]] = {side: {n: [] for n in WRITERS} for side in SIDES}
-    # CPU seconds per side and writer count: (this process, whole machine).
+    # CPU seconds per side and writer count: (this process, whole machine,
+    # the server's processes of this database).
     cpu: dict[str, dict[int, list[float]]] = {
-        side: {n: [0.0, 0.0] for n in WRITERS} for side in SIDES
+        side: {n: [0.0, 0.0, 0.0] for n in WRITERS} for side in SIDES
     }
     for round_number in range(ROUNDS):
         for n in WRITERS:
             shift = round_number % len(SIDES)
             for side in SIDES[shift:] + SIDES[:shift]:
-                rate, process, machine = await writers.side(side, n, PER_WRITER)
+                rate, process, machine, server = await writers.side(side, n, PER_WRITER)
                 samples[side][n].append(rate)
                 cpu[side][n][0] += process
                 cpu[side][n][1] += machine or 0.0
+                cpu[side][n][2] += server or 0.0
 
     by_writers = {}
     for n in WRITERS:
@@ -510,6 +557,7 @@ async def throughput(repository: Repository, url: str, settings: Settings) -> di
                 side: {
                     "client_process": 1000 * cpu[side][n][0] / appends,
                     "machine": 1000 * cpu[side][n][1] / appends,
+                    "server_backends": 1000 * cpu[side][n][2] / appends,
                 }
                 for side in SIDES
             },
@@ -670,13 +718,23 @@ def _bulk_note(bulk: dict[str, Any]) -> str:
     )
 
 
+def _cpu_per_append(side: dict[str, float]) -> tuple[float, str]:
+    """A side's CPU per append, client and server: this process's and its
+    server processes' where those were read (whatever else the machine
+    ran), else the whole machine's."""
+    server = side.get("server_backends", 0.0)
+    if server > 0:
+        return side["client_process"] + server, "this process and its server processes"
+    return side["machine"], "the whole machine"
+
+
 def _cpu_note(cpu: dict[str, dict[str, float]], baseline: str) -> str:
-    store, raw = cpu["store"]["machine"], cpu[baseline]["machine"]
+    (store, counted), (raw, _) = _cpu_per_append(cpu["store"]), _cpu_per_append(cpu[baseline])
     if not raw or not store:
         return ""
     spent = (
-        f"{store:.2f} ms of CPU per append, client and server, against raw's {raw:.2f}"
-        f" ({cpu['store']['client_process']:.2f} of it in this Python process)"
+        f"{store:.2f} ms of CPU per append ({counted}) against raw's {raw:.2f}; this process"
+        f" {cpu['store']['client_process']:.2f} against {cpu[baseline]['client_process']:.2f}"
     )
     if store > raw:
         return f"CPU-bound: {spent}: on these cores the share cannot pass about {raw / store:.2f}"
@@ -845,12 +903,16 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
             )
     most = writers[str(max(WRITERS))]
     cpu = most["cpu_ms_per_append"]
-    if cpu[most["fastest_raw"]]["machine"] > 0:
+    (store_cpu, counted), (raw_cpu, _) = (
+        _cpu_per_append(cpu["store"]),
+        _cpu_per_append(cpu[most["fastest_raw"]]),
+    )
+    if raw_cpu > 0:
         rows.append(
             comparison(
-                f"CPU per append, client + server, {max(WRITERS)} writers (info)",
-                cpu["store"]["machine"],
-                cpu[most["fastest_raw"]]["machine"],
+                f"CPU per append, client + server ({counted}), {max(WRITERS)} writers (info)",
+                store_cpu,
+                raw_cpu,
                 unit="ms",
                 baseline_name=RAW_CLIENTS[most["fastest_raw"]],
             )
