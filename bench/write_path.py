@@ -15,7 +15,11 @@ conversation_id uuid, data jsonb)` in its own schema.
   bare-table stores send). For information: an autocommit INSERT on an async
   connection, and `INSERT` + `COMMIT` (psycopg's default transaction
   handling: BEGIN, INSERT, COMMIT) on an async and a blocking connection.
-  All take turns within every repetition after a warm-up; medians.
+  All take turns within every repetition after a warm-up; medians. Then
+  CPU per append, the store against the blocking autocommit INSERT in
+  turns of 100: this process's, and the server processes' of the
+  connections to the database (from /proc, where the server runs on this
+  machine), which other work on the machine does not count in.
 - 100-message append: one `append_messages` call of 100 messages (user and
   assistant turns, a tool call and its result every 5th turn) vs `COPY` of the
   same 100 rows + COMMIT into a copy of the baseline table with the store's
@@ -118,6 +122,8 @@ RAW_WARMUP = 5  # untimed inserts per raw connection, opened for its measurement
 # The goal's size; quick runs fewer (bytes per message barely depends on it).
 STORAGE_APPENDS = 2_000 if QUICK else 5_000
 PROFILE_APPENDS = 100 if QUICK else 300
+SINGLE_CPU_APPENDS = 500 if QUICK else 2_000  # each side, in turns of CPU_TURN
+CPU_TURN = 100
 POOL_SIZE = max(WRITERS) + 2
 
 INSERT = f"INSERT INTO {RAW_TABLE} (conversation_id, data) VALUES (%s, %s)"
@@ -255,6 +261,41 @@ async def single_append(
         "raw_sync_insert_commit_median_ms": median_ms(samples["raw_sync"]),
         "raw_autocommit_insert_median_ms": median_ms(samples["raw_autocommit"]),
         "raw_sync_autocommit_insert_median_ms": median_ms(samples["raw_sync_autocommit"]),
+    }
+
+
+async def single_cpu(repository: Repository, url: str, settings: Settings) -> dict[str, Any]:
+    """CPU per single append, this process's and the server processes' of
+    this database's connections (`Measured`), the store against a blocking
+    autocommit INSERT, in turns of CPU_TURN: what an append costs whatever
+    else the machine runs (docs/storage.md, "Where an append's time goes")."""
+    stream = await Stream.create(repository)
+    raw = Script(seed=5, tools=False).take(SINGLE_CPU_APPENDS)
+    messages, texts = as_messages(raw), as_json(raw)
+    cid = uuid.uuid4()
+    totals = {"store": [0.0, 0.0], "raw_sync_autocommit": [0.0, 0.0]}
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        for start in range(0, SINGLE_CPU_APPENDS, CPU_TURN):
+            turn = range(start, min(start + CPU_TURN, SINGLE_CPU_APPENDS))
+            measured = Measured(backend_pids(url, settings))
+            for i in turn:
+                await stream.append([messages[i]])
+            _, process, _, server = measured.stop(len(turn))
+            totals["store"][0] += process
+            totals["store"][1] += server or 0.0
+            measured = Measured(backend_pids(url, settings))
+            for i in turn:
+                conn.execute(INSERT, (cid, texts[i]))
+            _, process, _, server = measured.stop(len(turn))
+            totals["raw_sync_autocommit"][0] += process
+            totals["raw_sync_autocommit"][1] += server or 0.0
+    return {
+        side: {
+            "client_process_us": 1e6 * process / SINGLE_CPU_APPENDS,
+            "server_backends_us": 1e6 * server / SINGLE_CPU_APPENDS,
+        }
+        for side, (process, server) in totals.items()
     }
 
 
@@ -676,6 +717,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         ):
             print("single-message appends ...", flush=True)
             single = await single_append(repository, unindexed, url, settings)
+            single["cpu_per_append"] = await single_cpu(repository, url, settings)
             print("100-message appends ...", flush=True)
             bulk = await bulk_append(repository, unindexed, url, settings)
     async with open_repository(url, settings, pool_size=POOL_SIZE) as repository:
@@ -716,6 +758,30 @@ def _bulk_note(bulk: dict[str, Any]) -> str:
         f" list, merged within the call), which adds {copy_search:.1f} ms to a raw COPY"
         " of the same rows"
     )
+
+
+def _single_cpu_rows(single: dict[str, Any]) -> list[Compared]:
+    """Information rows: a single append's CPU, this process's and its
+    server processes', against the blocking autocommit INSERT's, where the
+    server's processes were read (all in microseconds, shown as ms)."""
+    cpu = single.get("cpu_per_append")
+    if not cpu or not cpu["raw_sync_autocommit"]["server_backends_us"]:
+        return []
+    store, raw = cpu["store"], cpu["raw_sync_autocommit"]
+    return [
+        (
+            f"single-message append, CPU per append: {part} (info)",
+            store[key] / 1000,
+            raw[key] / 1000,
+            SYNC_AUTOCOMMIT,
+            None,
+            "",
+        )
+        for part, key in (
+            ("this process", "client_process_us"),
+            ("its server processes", "server_backends_us"),
+        )
+    ]
 
 
 def _cpu_per_append(side: dict[str, float]) -> tuple[float, str]:
@@ -786,6 +852,7 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
             ("<=", GOAL_SINGLE),
             "",
         ),
+        *_single_cpu_rows(single),
         (
             "single-message append vs async INSERT+COMMIT (info)",
             single["store_median_ms"],
