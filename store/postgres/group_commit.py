@@ -94,8 +94,14 @@ def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
         client_ids=any(head["client_ids"] for head in heads),
         lone=lone,
     )
-    # A lone append's head goes as parameters (`append_cte(lone=True)`).
-    params = dict(heads[0]) if lone else {"heads": rows_json(heads)}
+    if lone:
+        # Its head goes as parameters (`append_cte(lone=True)`); the role
+        # counts as an array's text, which the server reads: the driver's
+        # adaptation of a list (finding the elements' type) cost more.
+        params = dict(heads[0])
+        params["role_counts"] = "{" + ",".join(map(str, params["role_counts"])) + "}"
+    else:
+        params = {"heads": rows_json(heads)}
     params["events"] = rows_json(events)
     for name, rows in (
         ("messages", messages),
