@@ -154,6 +154,28 @@ _GUARDED_HEAD_UPDATE = (
     f" FROM {_HEADS} WHERE c.id = h.cid AND c.id IN (SELECT id FROM lk)"
     " AND c.version = h.expected"
 )
+# A lone guarded append (one conversation: what every append of a writer
+# that waits for nobody is) names its head by parameters, not JSON rows: the
+# row is locked and updated through its primary key. (Joined to the heads'
+# JSON rows, whose count the plan cannot know, the generic plan hashed them
+# and scanned `conversations` twice: most of the server's time for a
+# single-message append without the words index, docs/storage.md, "Where an
+# append's time goes".)
+_LOCK_HEAD = "SELECT id FROM conversations WHERE id = %(cid)s FOR NO KEY UPDATE SKIP LOCKED"
+_NEW_REQUEST_OF_HEAD = (
+    " AND NOT EXISTS (SELECT 1 FROM append_requests AS r"
+    " WHERE r.conversation_id = %(cid)s AND r.idempotency_key = %(key)s)"
+)
+_NEW_CLIENT_IDS_OF_HEAD = (
+    " AND NOT EXISTS (SELECT 1 FROM messages AS m"
+    " WHERE m.conversation_id = %(cid)s AND m.client_message_id = ANY(%(client_ids)s::text[]))"
+)
+_GUARDED_LONE_HEAD_UPDATE = (
+    "UPDATE conversations AS c SET version = %(version)s, next_seq = %(next_seq)s,"
+    " current_batch = %(current_batch)s, role_counts = %(role_counts)s::bigint[],"
+    " updated_at = now()"
+    " WHERE c.id = %(cid)s AND c.id IN (SELECT id FROM lk) AND c.version = %(expected)s"
+)
 _REQUESTS_AFTER_HEADS = (
     "INSERT INTO append_requests"
     " (conversation_id, idempotency_key, request_hash, first_version, last_version)"
@@ -171,6 +193,7 @@ def append_cte(
     request: bool,
     guarded: bool = False,
     client_ids: bool = False,
+    lone: bool = False,
 ) -> str:
     """One statement for a whole write of appended messages: events, message
     rows (a message's row is also its membership of the batch it arrives
@@ -179,17 +202,26 @@ def append_cte(
 
     Data-modifying CTEs all run to completion whether or not the outer query
     reads them, in one statement: one Bind/Execute on the wire instead of
-    one per table, with one plan cached per shape (at most 32 shapes). They cannot
+    one per table, with one plan cached per shape (at most 64 shapes). They cannot
     see each other's rows, which is why a call answered in the same append
     is inserted answered (`store.domain.projector.AppendMessages`).
 
     `guarded`: the optimistic appends of any number of conversations
     (above), each row naming its conversation; `request` and `client_ids`
-    say whether any of them has an idempotency key or client ids.
+    say whether any of them has an idempotency key or client ids. `lone`:
+    a guarded append of one conversation, its head as parameters (the
+    keys of `_HEAD_COLUMNS`) rather than JSON rows.
     """
     assert guarded or not client_ids, "client ids are checked under the lock"
+    assert guarded or not lone, "a lone append is a guarded one"
     parts = []
-    if guarded:
+    if lone:
+        new = (_NEW_REQUEST_OF_HEAD if request else "") + (
+            _NEW_CLIENT_IDS_OF_HEAD if client_ids else ""
+        )
+        parts.append(("lk", _LOCK_HEAD))
+        parts.append((_GUARD, f"{_GUARDED_LONE_HEAD_UPDATE}{new} RETURNING c.id, now() AS at"))
+    elif guarded:
         new = (_NEW_REQUEST if request else "") + (_NEW_CLIENT_IDS if client_ids else "")
         parts.append(("lk", _LOCK_HEADS))
         parts.append((_GUARD, f"{_GUARDED_HEAD_UPDATE}{new} RETURNING c.id, now() AS at"))

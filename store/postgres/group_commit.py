@@ -84,6 +84,7 @@ def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
         answers += append.answers
         if append.request is not None:
             requests.append(append.request)
+    lone = len(heads) == 1
     text = append_cte(
         with_messages=bool(messages),
         calls=bool(calls),
@@ -91,8 +92,17 @@ def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
         request=bool(requests),
         guarded=True,
         client_ids=any(head["client_ids"] for head in heads),
+        lone=lone,
     )
-    params = {"heads": rows_json(heads), "events": rows_json(events)}
+    if lone:
+        # Its head goes as parameters (`append_cte(lone=True)`); the role
+        # counts as an array's text, which the server reads: the driver's
+        # adaptation of a list (finding the elements' type) cost more.
+        params = dict(heads[0])
+        params["role_counts"] = "{" + ",".join(map(str, params["role_counts"])) + "}"
+    else:
+        params = {"heads": rows_json(heads)}
+    params["events"] = rows_json(events)
     for name, rows in (
         ("messages", messages),
         ("calls", calls),

@@ -161,30 +161,44 @@ async def test_many_writers_of_many_conversations_lose_nothing(repository: Repos
         assert (await repository.get_conversation(cid)).version == 2 + 2 * per_writer
 
 
+def _guarded(cid: uuid.UUID) -> GuardedAppend:
+    """An append of one event to `cid` at version 2."""
+    head = {"cid": cid, "expected": 2, "version": 3, "next_seq": 3, "current_batch": 1}
+    head |= {"role_counts": [0, 2, 0, 0], "key": None, "client_ids": None}
+    return GuardedAppend(
+        conversation_id=cid,
+        head=head,
+        events=[{"cid": cid, "version": 3, "type": "message_appended", "data": {}}],
+        messages=[],
+        calls=[],
+        answers=[],
+        request=None,
+    )
+
+
 def test_every_append_in_a_statement_names_its_conversation() -> None:
     """The statement's rows carry their conversation: two appends with the
     same versions and sequence numbers write different conversations."""
-
-    def append(cid: uuid.UUID) -> GuardedAppend:
-        head = {"cid": cid, "expected": 2, "version": 3, "next_seq": 3, "current_batch": 1}
-        head |= {"role_counts": [0, 2, 0, 0], "key": None, "client_ids": None}
-        return GuardedAppend(
-            conversation_id=cid,
-            head=head,
-            events=[{"cid": cid, "version": 3, "type": "message_appended", "data": {}}],
-            messages=[],
-            calls=[],
-            answers=[],
-            request=None,
-        )
-
     a, b = uuid.uuid4(), uuid.uuid4()
-    text, params = statement([append(a), append(b)])
+    text, params = statement([_guarded(a), _guarded(b)])
 
     assert "FOR NO KEY UPDATE SKIP LOCKED" in text
     assert str(a) in params["events"]
     assert str(b) in params["events"]
     assert set(params) == {"heads", "events"}
+
+
+def test_a_lone_append_names_its_head_by_parameters() -> None:
+    """One conversation's append locks and updates its row by the primary
+    key, its head as parameters; its rows still name it."""
+    a = uuid.uuid4()
+    text, params = statement([_guarded(a)])
+
+    assert "WHERE id = %(cid)s FOR NO KEY UPDATE SKIP LOCKED" in text
+    assert "heads" not in params
+    assert params["cid"] == a
+    assert params["expected"] == 2
+    assert str(a) in params["events"]
 
 
 @pytest.mark.parametrize("writers", [1, WRITERS])
