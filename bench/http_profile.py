@@ -1,8 +1,10 @@
 """Where one HTTP append's CPU goes: the app called in-process, as uvicorn
 calls it, against the same append through the repository.
 
-`python -m bench.http_profile [requests]` (not part of `make bench`: it
-records no goal; docs/http-api.md, "Speed", keeps what it showed).
+`python -m bench.http_profile [requests] [--memory]` (not part of `make
+bench`: it records no goal; docs/http-api.md, "Speed", keeps what it
+showed). `--memory`: the in-memory storage and keys instead of
+PostgreSQL, so that what is left is the HTTP layer's own work.
 
 The app is `api.app.create_app` with its lifespan run against a fresh
 migrated database (PostgreSQL storage, the server's key look-up with its
@@ -46,11 +48,15 @@ from fastapi import FastAPI
 from starlette.types import Message
 
 from api.app import create_app
+from api.deps import Services
 from api.logging import logging_config
 from bench.harness import REPO_ROOT, bench_database, open_repository
 from bench.http_load import create_api_key
 from bench.workload import Script, as_messages
-from hosting.settings import Settings
+from hosting.keys import MemoryKeys
+from hosting.settings import Settings, limits_from_settings
+from store.memory import MemoryStorage
+from store.repository import DEFAULT_TENANT, Repository
 
 TURNS = 5  # rounds of the three sides, taken in turns
 WARMUP = 200
@@ -158,65 +164,86 @@ def stats_text(profiler: cProfile.Profile, key: pstats.SortKey, top: int) -> str
     return text.replace(str(REPO_ROOT) + "/", "")
 
 
-async def run(url: str, settings: Settings, requests: int, log: Path) -> None:
+async def on_postgres(url: str, settings: Settings, requests: int) -> cProfile.Profile:
     key = await create_api_key(url, settings)
     app = create_app(settings, database_url=url)
     async with app.router.lifespan_context(app), open_repository(url, settings) as repository:
-        client = AsgiClient(
-            app, {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        return await measure(app, repository, key, requests)
+
+
+async def in_memory(settings: Settings, requests: int) -> cProfile.Profile:
+    """The same on the in-memory storage and keys: the HTTP layer's own
+    work, with no database time and no driver in either side."""
+    storage, keys = MemoryStorage(), MemoryKeys()
+    key = keys.create(DEFAULT_TENANT, "bench http_profile")
+    limits = limits_from_settings(settings)
+    services = Services(
+        storage=storage,
+        tenant_for_key=keys.tenant_for_key,
+        grant_for_key=keys.grant_for_key,
+        limits=limits,
+    )
+    app = create_app(settings, services=services)
+    repository = Repository(storage, tenant=DEFAULT_TENANT, limits=limits)
+    return await measure(app, repository, key, requests)
+
+
+async def measure(
+    app: FastAPI, repository: Repository, key: str, requests: int
+) -> cProfile.Profile:
+    client = AsgiClient(app, {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    total = WARMUP + requests * (TURNS + 1)
+    status, created = await client.post("/conversations", b'{"metadata":{}}')
+    assert status == 201, created
+    cid = orjson.loads(created)["id"]
+    target = f"/conversations/{quote(cid, safe='')}/messages"
+    raw = Script(seed=1, tools=True, prefix="p").take(total)
+    bodies = [orjson.dumps({"messages": [m], "expected_version": 1 + i}) for i, m in enumerate(raw)]
+
+    async def http(i: int) -> None:
+        status, answer = await client.post(target, bodies[i])
+        assert status == 201, answer
+
+    built = await repository.create_conversation(metadata={})
+    messages = as_messages(Script(seed=2, tools=True, prefix="q").take(total))
+
+    async def store(i: int) -> None:
+        await repository.append_messages(
+            built.id, [messages[i]], expected_version=built.version + i
         )
-        total = WARMUP + requests * (TURNS + 1)
-        status, created = await client.post("/conversations", b'{"metadata":{}}')
-        assert status == 201, created
-        cid = orjson.loads(created)["id"]
-        target = f"/conversations/{quote(cid, safe='')}/messages"
-        raw = Script(seed=1, tools=True, prefix="p").take(total)
-        bodies = [
-            orjson.dumps({"messages": [m], "expected_version": 1 + i}) for i, m in enumerate(raw)
-        ]
 
-        async def http(i: int) -> None:
-            status, answer = await client.post(target, bodies[i])
-            assert status == 201, answer
+    parsed = await repository.create_conversation(metadata={})
+    raw_parsed = [orjson.dumps(m) for m in Script(seed=3, tools=True, prefix="r").take(total)]
 
-        built = await repository.create_conversation(metadata={})
-        messages = as_messages(Script(seed=2, tools=True, prefix="q").take(total))
+    async def store_parsing(i: int) -> None:
+        message = as_messages([orjson.loads(raw_parsed[i])])
+        await repository.append_messages(parsed.id, message, expected_version=parsed.version + i)
 
-        async def store(i: int) -> None:
-            await repository.append_messages(
-                built.id, [messages[i]], expected_version=built.version + i
-            )
+    sides = {
+        "HTTP, in-process ASGI": cpu_per_call(http),
+        "repository, message built before": cpu_per_call(store),
+        "repository, message parsed from JSON": cpu_per_call(store_parsing),
+    }
+    for side in sides.values():
+        await side(0, WARMUP)
+    figures: dict[str, list[float]] = {name: [] for name in sides}
+    for turn in range(TURNS):
+        for name, side in sides.items():
+            figures[name].append(await side(WARMUP + turn * requests, requests))
+    print(f"CPU per append (this process; median of {TURNS} turns of {requests}):")
+    for name, values in figures.items():
+        print(f"  {name:40s} {sorted(values)[len(values) // 2] * 1e6:8.0f} µs")
 
-        parsed = await repository.create_conversation(metadata={})
-        raw_parsed = [orjson.dumps(m) for m in Script(seed=3, tools=True, prefix="r").take(total)]
+    profiler = cProfile.Profile()
+    start = WARMUP + TURNS * requests
+    profiler.enable()
+    for i in range(start, start + requests):
+        await http(i)
+    profiler.disable()
+    return profiler
 
-        async def store_parsing(i: int) -> None:
-            message = as_messages([orjson.loads(raw_parsed[i])])
-            await repository.append_messages(
-                parsed.id, message, expected_version=parsed.version + i
-            )
 
-        sides = {
-            "HTTP, in-process ASGI": cpu_per_call(http),
-            "repository, message built before": cpu_per_call(store),
-            "repository, message parsed from JSON": cpu_per_call(store_parsing),
-        }
-        for side in sides.values():
-            await side(0, WARMUP)
-        figures: dict[str, list[float]] = {name: [] for name in sides}
-        for turn in range(TURNS):
-            for name, side in sides.items():
-                figures[name].append(await side(WARMUP + turn * requests, requests))
-        print(f"CPU per append (this process; median of {TURNS} turns of {requests}):")
-        for name, values in figures.items():
-            print(f"  {name:40s} {sorted(values)[len(values) // 2] * 1e6:8.0f} µs")
-
-        profiler = cProfile.Profile()
-        start = WARMUP + TURNS * requests
-        profiler.enable()
-        for i in range(start, start + requests):
-            await http(i)
-        profiler.disable()
+def report(profiler: cProfile.Profile, requests: int, log: Path) -> None:
     print(f"\nOwn time per HTTP append under cProfile, by where the code lives ({requests} calls):")
     for group, micros in grouped(profiler, requests):
         if micros >= 1:
@@ -227,7 +254,9 @@ async def run(url: str, settings: Settings, requests: int, log: Path) -> None:
 
 
 def main() -> None:
-    requests = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    memory = "--memory" in sys.argv
+    numbers = [arg for arg in sys.argv[1:] if arg.isdigit()]
+    requests = int(numbers[0]) if numbers else 500
     settings = Settings.from_env()
     log = Path("/tmp") / "convo-http-profile.log"
     config = logging_config(settings)
@@ -237,8 +266,12 @@ def main() -> None:
         if isinstance(handler, logging.StreamHandler):
             handler.setStream(stream)
     try:
-        with bench_database(settings) as url:
-            asyncio.run(run(url, settings, requests, log))
+        if memory:
+            profiler = asyncio.run(in_memory(settings, requests))
+        else:
+            with bench_database(settings) as url:
+                profiler = asyncio.run(on_postgres(url, settings, requests))
+        report(profiler, requests, log)
     finally:
         stream.close()
 
