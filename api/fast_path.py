@@ -24,6 +24,11 @@ A route takes the lean path only if everything it declares is something
 this module handles: dependencies that take at most the request, no
 generator, no background tasks, no cookies, no forms, a JSON response.
 Other routes (streams, the console's files) keep FastAPI's handler alone.
+
+Some of the functions used are FastAPI's private ones (`_get_param_aliases`,
+`_validate_value_with_model_field`, ...): the version is pinned
+(constraints.txt), and tests/api, which runs every route's errors through
+both paths, is what an upgrade must pass.
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ def _params(fields: list[ModelField]) -> Params | None:
     """What `request_params_to_args(fields, received)` does, raising
     `_Fallback` on an error: for plain parameters (one value each, the common
     case), without its per-request look-ups of each field's annotation and
-    aliases, which `_param_keys` takes once."""
+    aliases, which are taken here once."""
     if not fields:
         return None
     plain = all(
