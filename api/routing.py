@@ -36,6 +36,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS, BodyRefused
+from api.fast_path import eligible, lean_handler
 
 # Where orjson's integers and Python's may differ: past 18 digits.
 _LONG_NUMBER = re.compile(rb"[0-9]{19}")
@@ -69,6 +70,8 @@ class JSONRequest(Request):
 class JSONRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        if eligible(self):
+            handler = lean_handler(self, handler)
 
         async def strict(request: Request) -> Response:
             return await handler(JSONRequest(request.scope, request.receive))

@@ -29,7 +29,10 @@ bodies serialized with orjson before the clock starts.
 - payload build: `POST /conversations/{id}/assemble` (openai-chat) of a
   1,000-message conversation (one per client, built before), vs
   `Repository.assemble` in this process. The HTTP side also serializes and
-  sends the payload and the generator receives it.
+  sends the payload and the generator receives it. The HTTP answer carries
+  the diagnostics, whose stable-prefix fingerprint the in-process call
+  computes only when read: a second in-process side (for information) reads
+  them as the answer has them (`diagnostics.model_dump_json()`).
 - open loop (append, for information): requests sent on a fixed schedule at
   half the closed loop's 32-client rate, round robin over 32 conversations
   (no tool calls and no expected version: requests to one conversation may
@@ -495,16 +498,25 @@ def http_assembles(https: list[Connection], conversations: list[Any]) -> list[Se
     ]
 
 
-def _store_assemble_sender(repository: Repository, conversation_id: Any) -> Sender:
+def _store_assemble_sender(
+    repository: Repository, conversation_id: Any, *, diagnostics: bool
+) -> Sender:
     async def send(i: int) -> str | None:
-        await repository.assemble(conversation_id, format="openai-chat")
+        assembly = await repository.assemble(conversation_id, format="openai-chat")
+        if diagnostics:
+            assembly.diagnostics.model_dump_json()
         return None
 
     return send
 
 
-def store_assembles(repository: Repository, conversations: list[Any], clients: int) -> list[Sender]:
-    return [_store_assemble_sender(repository, conversations[k]) for k in range(clients)]
+def store_assembles(
+    repository: Repository, conversations: list[Any], clients: int, *, diagnostics: bool
+) -> list[Sender]:
+    return [
+        _store_assemble_sender(repository, conversations[k], diagnostics=diagnostics)
+        for k in range(clients)
+    ]
 
 
 async def long_conversations(repository: Repository, count: int) -> list[Any]:
@@ -554,8 +566,13 @@ class Sides:
         self.results["append"].setdefault(side, {})[str(clients)] = figures
 
     async def assemble(self, side: str, clients: int, http: Client, pid: int) -> None:
-        if side == "store":
-            senders = store_assembles(self.repository, self.conversations, clients)
+        if side in ("store", "store_diagnostics"):
+            senders = store_assembles(
+                self.repository,
+                self.conversations,
+                clients,
+                diagnostics=side == "store_diagnostics",
+            )
             figures = await measured(closed_loop(senders, 10**9, WARMUP_S, WINDOW_S), None)
         else:
             async with own_clients(http, clients) as https:
@@ -569,7 +586,8 @@ async def one_server(sides: Sides, server: Server, http: Client) -> dict[str, An
     turns with it on the first server; its open-loop figures."""
     http_side = f"http_{server.workers}w"
     first = server.workers == WORKERS[0]
-    for operation, baselines in (("append", ["store", "raw"]), ("assemble", ["store"])):
+    compared = (("append", ["store", "raw"]), ("assemble", ["store", "store_diagnostics"]))
+    for operation, baselines in compared:
         for turn, clients in enumerate(CONCURRENCY):
             for side in _rotated([http_side, *(baselines if first else [])], turn):
                 print(f"{operation}, {clients} clients, {side} ...", flush=True)
@@ -656,6 +674,7 @@ SIDE_NAMES = {
     "http_1w": "HTTP, 1 worker",
     "http_2w": "HTTP, 2 workers",
     "store": "repository, in-process",
+    "store_diagnostics": "repository, in-process, diagnostics read",
     "raw": "raw psycopg INSERT+COMMIT",
 }
 
@@ -667,7 +686,7 @@ def table_rows(
     rows = []
     for operation, by_side in results.items():
         for clients in CONCURRENCY:
-            for side in ("http_1w", "http_2w", "store", "raw"):
+            for side in ("http_1w", "http_2w", "store", "store_diagnostics", "raw"):
                 entry = by_side.get(side, {}).get(str(clients))
                 if entry is None:
                     continue
@@ -722,6 +741,15 @@ COMPARED_ROWS = (
         IN_PROCESS,
     ),
     ("assemble", "1 worker (median)", "http_1w", "store", "median_ms", "ms", IN_PROCESS),
+    (
+        "assemble",
+        "1 worker (median, vs diagnostics read)",
+        "http_1w",
+        "store_diagnostics",
+        "median_ms",
+        "ms",
+        IN_PROCESS + ", diagnostics read",
+    ),
 )
 # The service's goals against the library it wraps, on the same cores with
 # the load generator: a request costs at most 1.3 times the call, and 32

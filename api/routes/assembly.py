@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+import orjson
+from fastapi import APIRouter, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from api.deps import RepositoryDep
 from api.errors import CONVERSATION_ERRORS
@@ -18,6 +19,24 @@ router = APIRouter(prefix="/conversations", tags=["assembly"], route_class=JSONR
 
 # Options that hold code, not data: they cannot come from JSON.
 NOT_FROM_JSON = frozenset({"token_counter"})
+
+_ASSEMBLED = TypeAdapter(Assembled)
+
+
+def encoded(assembled: Assembled) -> bytes:
+    """The response's JSON: the payload by orjson, a fifth of pydantic's
+    time for a large payload and the same bytes (docs/http-api.md, "Speed");
+    a payload orjson cannot write (an integer past 64 bits, nesting past its
+    limit) by pydantic, as before."""
+    try:
+        return orjson.dumps(
+            {
+                "payload": assembled.payload,
+                "diagnostics": orjson.Fragment(assembled.diagnostics.model_dump_json()),
+            }
+        )
+    except orjson.JSONEncodeError:
+        return _ASSEMBLED.dump_json(assembled)
 
 
 def assemble_options(raw: dict[str, Any]) -> AssembleOptions:
@@ -44,11 +63,12 @@ def assemble_options(raw: dict[str, Any]) -> AssembleOptions:
     "/{conversation_id}/assemble",
     summary="Assemble the payload of an agent's next LLM call",
     operation_id="assemblePayload",
+    response_model=Assembled,
     responses=CONVERSATION_ERRORS,
 )
 async def assemble(
     conversation_id: ConversationIdPath, body: AssembleRequest, repository: RepositoryDep
-) -> Assembled:
+) -> Response:
     """Build the request body for `format` from the agent's visible window and
     its slots as they are now, with diagnostics (special block placement,
     repairs, token estimate, stable-prefix fingerprint)."""
@@ -59,4 +79,5 @@ async def assemble(
         format=body.format,
         options=options,
     )
-    return Assembled(payload=assembly.payload, diagnostics=assembly.diagnostics)
+    assembled = Assembled(payload=assembly.payload, diagnostics=assembly.diagnostics)
+    return Response(encoded(assembled), media_type="application/json")
