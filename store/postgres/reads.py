@@ -7,9 +7,10 @@ for this tenant, not deleted) and the read itself, pipelined (`_read`). A
 short read (the last N, a role's n-th..m-th, a page of the history)
 carries that check in its own statement (`shared_sql.READABLE`) and goes
 out alone; only an empty answer reads the row too (`_checked_messages`).
-An agent's whole window is the exception: its statement depends on the
-batch the row names, so it follows the row, one round trip later
-(docs/storage.md, "Whole-window reads").
+An agent's whole window goes out with the row too, read from the batch
+this storage last found it in (`known_batches`), a guess its statement
+checks: a window another process moved is read again where it went, one
+round trip later (docs/storage.md, "Whole-window reads").
 
 The statements: `window_sql` (windows), `history_sql` (a role's messages,
 history pages), and the few below that read one table each.
@@ -24,6 +25,8 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any, TypeVar
 
+from psycopg import AsyncConnection
+
 from store.domain.codec import StoredWindow, collector_paused, decode_stored_rows
 from store.domain.context import AgentProfile, ContextSlots, default_profile, slots_from_values
 from store.domain.errors import ConversationDeleted, ConversationNotFound
@@ -32,6 +35,7 @@ from store.domain.messages import ROLES, Role, StoredMessage
 from store.domain.values import Batch, Conversation, ToolBlock
 from store.postgres import history_sql, window_sql
 from store.postgres.feed import feed_event
+from store.postgres.known_batches import KnownBatches
 from store.postgres.pooled import Pool, Pooled, Reader, Row, errors_translated, pooled
 from store.postgres.replicas import AGENT, ANALYST
 from store.postgres.shared_sql import (
@@ -154,6 +158,15 @@ def _window_key(row: Row) -> Any:
 class ConversationReads(Pooled):
     """The storage port's reads of one conversation (`storage.PostgresStorage`)."""
 
+    _known_batches: KnownBatches | None = None
+
+    @property
+    def known_batches(self) -> KnownBatches:
+        """Where this storage last found each agent's window (`known_batches`)."""
+        if self._known_batches is None:
+            self._known_batches = KnownBatches()
+        return self._known_batches
+
     async def _read(
         self,
         conversation_id: uuid.UUID,
@@ -185,9 +198,11 @@ class ConversationReads(Pooled):
         that return, not holding a connection of the pool.
 
         `window`: an agent's whole window read last (`window_sql.AGENT_WINDOW`
-        or another such pair, its parameters with `agent`): the statement for
-        the batch the conversation's row names (`window_sql.agent_window_of`),
-        sent once that row is here: one round trip more.
+        or another such pair, its parameters with `agent`), in the same
+        sync, from the batch this storage last saw it in (`KnownBatches`;
+        batch 1 if none). A window that has moved on since (another
+        process's batch operation) is read again from the batch it is in:
+        one round trip more, on this read only.
 
         `reader`: whose read it is, which decides the server that answers
         it (`replicas`): an agent's sees its own writes."""
@@ -202,25 +217,55 @@ class ConversationReads(Pooled):
                             head = await conn.execute(window_sql.CONVERSATION_OF_AGENT, window[1])
                         cursors = [await conn.execute(s, p) for s, p in statements]
                         if window is not None:
-                            # Fetching flushes the pipeline: the row is here
-                            # after one round trip, the statements before it too.
-                            row = check_readable(conversation_id, tenant, await head.fetchone())
                             statements_by_first, params = window
+                            params = {**params, "tenant": tenant}
+                            batch = self.known_batches.batch(conversation_id, params["agent"])
                             cursors.append(
                                 await conn.execute(
-                                    statements_by_first[row[-1] == 1], {**params, "batch": row[-1]}
+                                    statements_by_first[batch == 1], {**params, "batch": batch}
                                 )
                             )
-                    if window is None:  # leaving the pipeline synced it: the row is here
-                        row = check_readable(conversation_id, tenant, await head.fetchone())
+                    # Leaving the pipeline synced it: every answer is here.
+                    row = check_readable(conversation_id, tenant, await head.fetchone())
                     pause.enter_context(collector_paused())
                     found = [await c.fetchall() for c in cursors]
+                    if window is not None:
+                        found[-1] = await self._window_again(
+                            conn, conversation_id, tenant, found[-1], batch, window[0], params
+                        )
                 values = decode(row, found)
                 del found
             return row, values
 
         with errors_translated(conversation_id):
             return await self._routed(reader, conversation_id, read)
+
+    async def _window_again(
+        self,
+        conn: AsyncConnection[Any],
+        conversation_id: uuid.UUID,
+        tenant: str,
+        rows: list[Row],
+        batch: int,
+        statements_by_first: Mapping[bool, str],
+        params: Mapping[str, Any],
+    ) -> list[Row]:
+        """The window's `rows`, read from `batch`; if the window was not
+        there (`window_sql.moved_to`), read again from where it is, as
+        often as it moves meanwhile. Rare (another process moved it), so
+        the collector's pause is left as it is. Remembers where it was
+        found."""
+        moved, there = window_sql.moved_to(rows)
+        while moved:
+            if there is None:  # not readable now: the row says why, or where
+                cursor = await conn.execute(window_sql.CONVERSATION_OF_AGENT, params)
+                there = int(check_readable(conversation_id, tenant, await cursor.fetchone())[-1])
+            batch = there
+            cursor = await conn.execute(statements_by_first[batch == 1], {**params, "batch": batch})
+            rows = await cursor.fetchall()
+            moved, there = window_sql.moved_to(rows)
+        self.known_batches.found(conversation_id, params["agent"], batch)
+        return rows
 
     async def _messages(
         self,
