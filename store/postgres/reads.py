@@ -40,6 +40,7 @@ from store.postgres.pooled import Pool, Pooled, Reader, Row, errors_translated, 
 from store.postgres.replicas import AGENT, ANALYST
 from store.postgres.shared_sql import (
     CONVERSATION,
+    CONVERSATION_COLUMNS,
     MESSAGE_COLUMNS,
     NO_SEQ_ABOVE,
     PROBE_EVENTS,
@@ -83,6 +84,18 @@ PROFILE = (
 
 SLOTS = (
     "SELECT slot, value FROM context_slots WHERE conversation_id = %(cid)s AND agent_id = %(agent)s"
+)
+
+# The assembler's input but the window: CONVERSATION, then the agent's
+# profile (PROFILE's columns as a JSON array, null if it has none) and
+# slots (a JSON object), in one statement rather than three.
+ASSEMBLY_HEAD = (
+    f"SELECT {CONVERSATION_COLUMNS},"
+    " (SELECT json_build_array(is_sub_agent, system_prompt, role_definition)"
+    "  FROM agent_profiles WHERE conversation_id = %(cid)s AND agent_id = %(agent)s),"
+    " (SELECT json_object_agg(slot, value) FROM context_slots"
+    "  WHERE conversation_id = %(cid)s AND agent_id = %(agent)s)"
+    " FROM conversations WHERE id = %(cid)s"
 )
 
 # A conversation's events, as a page of the feed has them (`feed.feed_event`).
@@ -187,6 +200,7 @@ class ConversationReads(Pooled):
         decode: Callable[[Row, list[list[Row]]], T],
         *,
         window: tuple[Mapping[bool, str], Mapping[str, Any]] | None = None,
+        head: str = CONVERSATION,
         reader: Reader = AGENT,
     ) -> tuple[Row, T]:
         """`_read`, the rows made into values by `decode(row, found)`: the
@@ -204,6 +218,10 @@ class ConversationReads(Pooled):
         process's batch operation) is read again from the batch it is in:
         one round trip more, on this read only.
 
+        `head`: the conversation's row as read (`CONVERSATION`, or a
+        statement whose columns start as its do), its parameters `window`'s
+        if given, else the conversation's id alone.
+
         `reader`: whose read it is, which decides the server that answers
         it (`replicas`): an agent's sees its own writes."""
 
@@ -211,10 +229,9 @@ class ConversationReads(Pooled):
             with contextlib.ExitStack() as pause:
                 async with pooled(pool) as conn:
                     async with conn.pipeline():
-                        if window is None:
-                            head = await conn.execute(CONVERSATION, {"cid": conversation_id})
-                        else:
-                            head = await conn.execute(window_sql.CONVERSATION_OF_AGENT, window[1])
+                        first = await conn.execute(
+                            head, {"cid": conversation_id} if window is None else window[1]
+                        )
                         cursors = [await conn.execute(s, p) for s, p in statements]
                         if window is not None:
                             statements_by_first, params = window
@@ -226,7 +243,7 @@ class ConversationReads(Pooled):
                                 )
                             )
                     # Leaving the pipeline synced it: every answer is here.
-                    row = check_readable(conversation_id, tenant, await head.fetchone())
+                    row = check_readable(conversation_id, tenant, await first.fetchone())
                     pause.enter_context(collector_paused())
                     found = [await c.fetchall() for c in cursors]
                     if window is not None:
@@ -332,7 +349,11 @@ class ConversationReads(Pooled):
         if batch is None and agent_id is not None:
             params = {"cid": conversation_id, "agent": agent_id}
             _, messages = await self._read_into(
-                conversation_id, tenant, [], decode, window=(window_sql.AGENT_WINDOW, params)
+                conversation_id,
+                tenant,
+                [],
+                decode,
+                window=(window_sql.AGENT_WINDOW, params),
             )
             return messages
         statement = window_sql.window(batch=batch is not None, agent=agent_id is not None)
@@ -492,21 +513,22 @@ class ConversationReads(Pooled):
 
         # The window stays its rows (sorted): the assembler renders a plain
         # window from their JSON, decoding none (store.assembler.plain).
-        def decode(_: Row, found: list[list[Row]]) -> tuple[Any, Any, StoredWindow]:
-            profile, slots, window = found
-            return profile, slots, StoredWindow(in_window_order(window))
+        def decode(_: Row, found: list[list[Row]]) -> StoredWindow:
+            return StoredWindow(in_window_order(found[0]))
 
-        _, (profile, slots, messages) = await self._read_into(
+        row, messages = await self._read_into(
             conversation_id,
             tenant,
-            [(PROFILE, params), (SLOTS, params)],
+            [],
             decode,
             window=(window_sql.ASSEMBLY_WINDOW, params),
+            head=ASSEMBLY_HEAD,
         )
+        profile, slots = row[-2:]
         return AssemblyInput(
             window=messages,
-            profile=profile_from_rows(agent_id, profile),
-            slots=slots_from_values(dict(slots)),
+            profile=profile_from_rows(agent_id, [] if profile is None else [tuple(profile)]),
+            slots=slots_from_values(slots or {}),
         )
 
     # --- export (store.repository.export) ---
