@@ -349,11 +349,7 @@ class ConversationReads(Pooled):
         if batch is None and agent_id is not None:
             params = {"cid": conversation_id, "agent": agent_id}
             _, messages = await self._read_into(
-                conversation_id,
-                tenant,
-                [],
-                decode,
-                window=(window_sql.AGENT_WINDOW, params),
+                conversation_id, tenant, [], decode, window=(window_sql.AGENT_WINDOW, params)
             )
             return messages
         statement = window_sql.window(batch=batch is not None, agent=agent_id is not None)
