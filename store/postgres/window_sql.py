@@ -225,7 +225,7 @@ def _agent_window_page(output: str) -> str:
 
 
 # A whole window is read for the batch the agent's window is expected in
-# (`%(batch)s`, from what this process last saw: `reads.KnownBatches`), in
+# (`%(batch)s`, where this storage last found it: `known_batches`), in
 # the same round trip as the conversation's row: the statement for that
 # batch alone, rather than the gated branches a page uses, which planned
 # every branch on every read (docs/storage.md, "Whole-window reads"). Every
