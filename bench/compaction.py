@@ -14,6 +14,9 @@ conversation and of a copy of it left uncompacted (another tenant), built
 for OpenAI Chat and Anthropic, interleaved, with a garbage collection
 (untimed) before each call; then once more back to back, without it (info
 rows: the collection's idle gap slows the next round trips, a fixed cost).
+Also, for each build, load-independent figures: the round trips it makes
+(libpq's trace, one pooled connection: the `Sync`s it sends) and the CPU
+time this process spends on it (median of back-to-back calls).
 
 The words search index is dropped first (`convo search-index disable
 text`): compaction never reads it and writes one summary a conversation to
@@ -25,15 +28,19 @@ it, while loading 2,000,000 messages through it took twice as long.
 from __future__ import annotations
 
 import asyncio
+import statistics
+import tempfile
 import time
 from typing import Any
+
+import psycopg
 
 from bench import harness
 from bench.report import comparison, print_comparisons
 from hosting.settings import Settings
 from store.compaction import CompactionJob, CompactionPolicy
 from store.domain.messages import Message, ToolCall
-from store.postgres import search_indexes
+from store.postgres import PostgresStorage, search_indexes
 from store.repository import Repository
 
 QUICK = harness.quick_mode()
@@ -123,6 +130,13 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         # fixed cost that weighs on the small compacted build most. For
         # information.
         warm = await harness.time_interleaved(actions, REPEATS, warmup=2)
+    async with harness.open_repository(url, settings, pool_size=1) as one:
+        builds = {
+            "compacted": _assemble(one.for_tenant("bench"), compacted, FORMATS[0]),
+            "uncompacted": _assemble(one.for_tenant("bench-uncompacted"), twin, FORMATS[0]),
+        }
+        round_trips = {name: await _round_trips(one, build) for name, build in builds.items()}
+        cpu_ms = {name: await _cpu_ms(build) for name, build in builds.items()}
     statuses = {s: report.count(s) for s in {r.status for r in report.results}}
     return {
         "conversations": CONVERSATIONS,
@@ -143,6 +157,8 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         "window_after": window_after,
         "median_ms": {name: harness.median_ms(s) for name, s in samples.items()},
         "back_to_back_median_ms": {name: harness.median_ms(s) for name, s in warm.items()},
+        "round_trips_per_build": round_trips,
+        "cpu_ms_per_build": cpu_ms,
     }
 
 
@@ -151,6 +167,35 @@ def _assemble(repository: Repository, cid: str, fmt: str) -> Any:
         return await repository.assemble(cid, format=fmt)
 
     return build
+
+
+async def _round_trips(repository: Repository, build: Any) -> int:
+    """The `Sync`s one call of `build` sends, on `repository`'s only connection
+    (its statements prepared first: a first use parses apart)."""
+    await build(0)
+    storage = repository.storage
+    assert isinstance(storage, PostgresStorage)
+    pool = storage.pool
+    with tempfile.TemporaryFile("w+") as trace:
+        async with pool.connection() as conn:
+            conn.pgconn.trace(trace.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        await build(1)
+        async with pool.connection() as conn:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        sent = [line.rstrip("\n").split("\t") for line in trace if line.startswith("F")]
+        return sum(message[2] == "Sync" for message in sent)
+
+
+async def _cpu_ms(build: Any) -> float:
+    """This process's CPU time per call of `build`, back to back (median)."""
+    spent = []
+    for i in range(REPEATS):
+        started = time.process_time()
+        await build(i)
+        spent.append(time.process_time() - started)
+    return statistics.median(spent) * 1000
 
 
 def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
@@ -195,6 +240,10 @@ def main() -> None:
         f"{figures['candidates_s']:.2f}s, dry run {figures['dry_run_s']:.1f}s, "
         f"re-run {figures['rerun_s']:.2f}s ({figures['rerun_results']} to do); "
         f"load {figures['load_s']:.0f}s"
+    )
+    print(
+        f"per build, compacted against uncompacted: round trips "
+        f"{figures['round_trips_per_build']}, CPU ms {figures['cpu_ms_per_build']}"
     )
     print_comparisons(f"compaction ({'quick' if QUICK else 'full'} run)", figures["comparisons"])
 

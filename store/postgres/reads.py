@@ -7,9 +7,10 @@ for this tenant, not deleted) and the read itself, pipelined (`_read`). A
 short read (the last N, a role's n-th..m-th, a page of the history)
 carries that check in its own statement (`shared_sql.READABLE`) and goes
 out alone; only an empty answer reads the row too (`_checked_messages`).
-An agent's whole window is the exception: its statement depends on the
-batch the row names, so it follows the row, one round trip later
-(docs/storage.md, "Whole-window reads").
+An agent's whole window goes out with the row too, read from the batch
+this storage last found it in (`known_batches`), a guess its statement
+checks: a window another process moved is read again where it went, one
+round trip later (docs/storage.md, "Whole-window reads").
 
 The statements: `window_sql` (windows), `history_sql` (a role's messages,
 history pages), and the few below that read one table each.
@@ -24,6 +25,8 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any, TypeVar
 
+from psycopg import AsyncConnection
+
 from store.domain.codec import StoredWindow, collector_paused, decode_stored_rows
 from store.domain.context import AgentProfile, ContextSlots, default_profile, slots_from_values
 from store.domain.errors import ConversationDeleted, ConversationNotFound
@@ -32,10 +35,12 @@ from store.domain.messages import ROLES, Role, StoredMessage
 from store.domain.values import Batch, Conversation, ToolBlock
 from store.postgres import history_sql, window_sql
 from store.postgres.feed import feed_event
+from store.postgres.known_batches import KnownBatches
 from store.postgres.pooled import Pool, Pooled, Reader, Row, errors_translated, pooled
 from store.postgres.replicas import AGENT, ANALYST
 from store.postgres.shared_sql import (
     CONVERSATION,
+    CONVERSATION_COLUMNS,
     MESSAGE_COLUMNS,
     NO_SEQ_ABOVE,
     PROBE_EVENTS,
@@ -79,6 +84,18 @@ PROFILE = (
 
 SLOTS = (
     "SELECT slot, value FROM context_slots WHERE conversation_id = %(cid)s AND agent_id = %(agent)s"
+)
+
+# The assembler's input but the window: CONVERSATION, then the agent's
+# profile (PROFILE's columns as a JSON array, null if it has none) and
+# slots (a JSON object), in one statement rather than three.
+ASSEMBLY_HEAD = (
+    f"SELECT {CONVERSATION_COLUMNS},"
+    " (SELECT json_build_array(is_sub_agent, system_prompt, role_definition)"
+    "  FROM agent_profiles WHERE conversation_id = %(cid)s AND agent_id = %(agent)s),"
+    " (SELECT json_object_agg(slot, value) FROM context_slots"
+    "  WHERE conversation_id = %(cid)s AND agent_id = %(agent)s)"
+    " FROM conversations WHERE id = %(cid)s"
 )
 
 # A conversation's events, as a page of the feed has them (`feed.feed_event`).
@@ -154,6 +171,15 @@ def _window_key(row: Row) -> Any:
 class ConversationReads(Pooled):
     """The storage port's reads of one conversation (`storage.PostgresStorage`)."""
 
+    _known_batches: KnownBatches | None = None
+
+    @property
+    def known_batches(self) -> KnownBatches:
+        """Where this storage last found each agent's window (`known_batches`)."""
+        if self._known_batches is None:
+            self._known_batches = KnownBatches()
+        return self._known_batches
+
     async def _read(
         self,
         conversation_id: uuid.UUID,
@@ -174,6 +200,7 @@ class ConversationReads(Pooled):
         decode: Callable[[Row, list[list[Row]]], T],
         *,
         window: tuple[Mapping[bool, str], Mapping[str, Any]] | None = None,
+        head: str = CONVERSATION,
         reader: Reader = AGENT,
     ) -> tuple[Row, T]:
         """`_read`, the rows made into values by `decode(row, found)`: the
@@ -185,9 +212,15 @@ class ConversationReads(Pooled):
         that return, not holding a connection of the pool.
 
         `window`: an agent's whole window read last (`window_sql.AGENT_WINDOW`
-        or another such pair, its parameters with `agent`): the statement for
-        the batch the conversation's row names (`window_sql.agent_window_of`),
-        sent once that row is here: one round trip more.
+        or another such pair, its parameters with `agent`), in the same
+        sync, from the batch this storage last saw it in (`KnownBatches`;
+        batch 1 if none). A window that has moved on since (another
+        process's batch operation) is read again from the batch it is in:
+        one round trip more, on this read only.
+
+        `head`: the conversation's row as read (`CONVERSATION`, or a
+        statement whose columns start as its do), its parameters `window`'s
+        if given, else the conversation's id alone.
 
         `reader`: whose read it is, which decides the server that answers
         it (`replicas`): an agent's sees its own writes."""
@@ -196,31 +229,60 @@ class ConversationReads(Pooled):
             with contextlib.ExitStack() as pause:
                 async with pooled(pool) as conn:
                     async with conn.pipeline():
-                        if window is None:
-                            head = await conn.execute(CONVERSATION, {"cid": conversation_id})
-                        else:
-                            head = await conn.execute(window_sql.CONVERSATION_OF_AGENT, window[1])
+                        first = await conn.execute(
+                            head, {"cid": conversation_id} if window is None else window[1]
+                        )
                         cursors = [await conn.execute(s, p) for s, p in statements]
                         if window is not None:
-                            # Fetching flushes the pipeline: the row is here
-                            # after one round trip, the statements before it too.
-                            row = check_readable(conversation_id, tenant, await head.fetchone())
                             statements_by_first, params = window
+                            params = {**params, "tenant": tenant}
+                            batch = self.known_batches.batch(conversation_id, params["agent"])
                             cursors.append(
                                 await conn.execute(
-                                    statements_by_first[row[-1] == 1], {**params, "batch": row[-1]}
+                                    statements_by_first[batch == 1], {**params, "batch": batch}
                                 )
                             )
-                    if window is None:  # leaving the pipeline synced it: the row is here
-                        row = check_readable(conversation_id, tenant, await head.fetchone())
+                    # Leaving the pipeline synced it: every answer is here.
+                    row = check_readable(conversation_id, tenant, await first.fetchone())
                     pause.enter_context(collector_paused())
                     found = [await c.fetchall() for c in cursors]
+                    if window is not None:
+                        found[-1] = await self._window_again(
+                            conn, conversation_id, tenant, found[-1], batch, window[0], params
+                        )
                 values = decode(row, found)
                 del found
             return row, values
 
         with errors_translated(conversation_id):
             return await self._routed(reader, conversation_id, read)
+
+    async def _window_again(
+        self,
+        conn: AsyncConnection[Any],
+        conversation_id: uuid.UUID,
+        tenant: str,
+        rows: list[Row],
+        batch: int,
+        statements_by_first: Mapping[bool, str],
+        params: Mapping[str, Any],
+    ) -> list[Row]:
+        """The window's `rows`, read from `batch`; if the window was not
+        there (`window_sql.moved_to`), read again from where it is, as
+        often as it moves meanwhile. Rare (another process moved it), so
+        the collector's pause is left as it is. Remembers where it was
+        found."""
+        moved, there = window_sql.moved_to(rows)
+        while moved:
+            if there is None:  # not readable now: the row says why, or where
+                cursor = await conn.execute(window_sql.CONVERSATION_OF_AGENT, params)
+                there = int(check_readable(conversation_id, tenant, await cursor.fetchone())[-1])
+            batch = there
+            cursor = await conn.execute(statements_by_first[batch == 1], {**params, "batch": batch})
+            rows = await cursor.fetchall()
+            moved, there = window_sql.moved_to(rows)
+        self.known_batches.found(conversation_id, params["agent"], batch)
+        return rows
 
     async def _messages(
         self,
@@ -447,21 +509,22 @@ class ConversationReads(Pooled):
 
         # The window stays its rows (sorted): the assembler renders a plain
         # window from their JSON, decoding none (store.assembler.plain).
-        def decode(_: Row, found: list[list[Row]]) -> tuple[Any, Any, StoredWindow]:
-            profile, slots, window = found
-            return profile, slots, StoredWindow(in_window_order(window))
+        def decode(_: Row, found: list[list[Row]]) -> StoredWindow:
+            return StoredWindow(in_window_order(found[0]))
 
-        _, (profile, slots, messages) = await self._read_into(
+        row, messages = await self._read_into(
             conversation_id,
             tenant,
-            [(PROFILE, params), (SLOTS, params)],
+            [],
             decode,
             window=(window_sql.ASSEMBLY_WINDOW, params),
+            head=ASSEMBLY_HEAD,
         )
+        profile, slots = row[-2:]
         return AssemblyInput(
             window=messages,
-            profile=profile_from_rows(agent_id, profile),
-            slots=slots_from_values(dict(slots)),
+            profile=profile_from_rows(agent_id, [] if profile is None else [tuple(profile)]),
+            slots=slots_from_values(slots or {}),
         )
 
     # --- export (store.repository.export) ---

@@ -11,6 +11,7 @@ start (`_gated`).
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from store.postgres.shared_sql import (
     ARRIVED,
@@ -223,15 +224,48 @@ def _agent_window_page(output: str) -> str:
     )
 
 
-# A whole window is read once its batch is known (`CONVERSATION_OF_AGENT`
-# read first): the statement for that batch alone, `%(batch)s` for a later
-# one, rather than the gated branches a page uses (docs/storage.md,
-# "Whole-window reads", says what that saves and costs).
-def agent_window_of(output: str, *, first: bool) -> str:
-    """Agent `%(agent)s`'s whole window, in no order (`_one_of`), when its
-    batch is 1 (`first`) or `%(batch)s`."""
-    branches = [_first_batch("true")] if first else _later_batch("%(batch)s", "true")
-    return _one_of(branches, output, page=False)
+# A whole window is read for the batch the agent's window is expected in
+# (`%(batch)s`, where this storage last found it: `known_batches`), in
+# the same round trip as the conversation's row: the statement for that
+# batch alone, rather than the gated branches a page uses, which planned
+# every branch on every read (docs/storage.md, "Whole-window reads"). Every
+# branch runs only while the window is still in that batch, as the
+# statement's own snapshot has it; when it is not, the one row that comes
+# back instead names the batch it is in, and the reader reads again there.
+# A window is never read from a batch it has left.
+_READABLE_BATCH_OF_AGENT = (
+    "(SELECT coalesce((agent_batches ->> %(agent)s::text)::int, current_batch)"
+    " FROM conversations WHERE id = %(cid)s AND tenant = %(tenant)s AND version <> 0"
+    " AND deleted_at IS NULL)"
+)
+_STILL_IN_BATCH = f"{_READABLE_BATCH_OF_AGENT} = %(batch)s"
+
+
+def agent_window_in(output: str, *, first: bool) -> str:
+    """Agent `%(agent)s`'s whole window, in no order (`_one_of`), read as in
+    batch 1 (`first`, with `%(batch)s` 1) or batch `%(batch)s`, if the
+    agent's window is in that batch and tenant `%(tenant)s` may read the
+    conversation. Else a single row of nulls but its last column: the batch
+    the window is in, null if the conversation may not be read
+    (`moved_to`)."""
+    branches = (
+        [_first_batch(_STILL_IN_BATCH)] if first else _later_batch("%(batch)s", _STILL_IN_BATCH)
+    )
+    nulls = ", ".join(["NULL"] * (len(output.split(",")) + 1))
+    return (
+        f"{_one_of(branches, output, page=False)} UNION ALL"
+        f" SELECT {nulls}, {_READABLE_BATCH_OF_AGENT} WHERE ({_STILL_IN_BATCH}) IS NOT TRUE"
+    )
+
+
+def moved_to(rows: list[tuple[Any, ...]]) -> tuple[bool, int | None]:
+    """Whether `agent_window_in`'s rows say the window was not in the batch
+    read, and if so the batch it is in (None: the conversation may not be
+    read). A window's rows all have a seq in the last column but one."""
+    if len(rows) != 1 or rows[0][-2] is not None:
+        return False, None
+    batch = rows[0][-1]
+    return True, None if batch is None else int(batch)
 
 
 # CONVERSATION and, last, the batch agent `%(agent)s`'s window is in.
@@ -292,6 +326,6 @@ COUNT_IN_WINDOW = (
 
 
 # The assembler's input: the agent's window, bodies only (and each one's key).
-ASSEMBLY_WINDOW = {first: agent_window_of("body, edit", first=first) for first in (True, False)}
+ASSEMBLY_WINDOW = {first: agent_window_in("body, edit", first=first) for first in (True, False)}
 # `visible_window(agent_id=...)`: the agent's window as StoredMessage rows.
-AGENT_WINDOW = {first: agent_window_of(_WINDOW_OUTPUT, first=first) for first in (True, False)}
+AGENT_WINDOW = {first: agent_window_in(_WINDOW_OUTPUT, first=first) for first in (True, False)}

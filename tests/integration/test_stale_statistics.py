@@ -123,8 +123,8 @@ async def test_a_batch_operation_reads_a_conversation_unknown_to_the_statistics_
             }
             _scans_by_key(conn, sql.recent_in_window(agent=agent), params)
         _scans_by_key(conn, sql.COUNT_IN_WINDOW, {"cid": cid})
-        # The agent's window after a compaction: its batch is read first.
-        main = {"cid": cid, "agent": "main"}
+        # The agent's window after a compaction, read from its batch.
+        main = {"cid": cid, "agent": "main", "tenant": repository.tenant}
         head = conn.execute(sql.CONVERSATION_OF_AGENT, main).fetchone()
         assert head is not None
         assert head[-1] > 1
