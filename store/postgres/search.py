@@ -1,7 +1,8 @@
 """Search on PostgreSQL: one statement per page (`page_statement`), over
 the words index of migrations 0006 and 0018 (CJK as bigrams and unigrams:
 `store.postgres.search_words`) and, where an operator built it, the
-substring index (`store.postgres.search_indexes`; docs/search.md)."""
+substring index (five-character grams: `store.postgres.search_grams`,
+`store.postgres.search_indexes`; docs/search.md)."""
 
 from __future__ import annotations
 
@@ -24,19 +25,23 @@ from store.domain.search import (
 )
 from store.domain.search_words import REWRITE_TRIGGER, has_cjk
 from store.postgres.pooled import Pooled
+from store.postgres.search_grams import GRAMS_MATCH
 
 # A message's searchable text is derived from its event, never stored:
-# `convo_search_text(data)` (migrations 0006, 0009) and its words
-# `convo_search_vector(data)` (0018) are the expressions the GIN indexes
-# are built on (words always; substring where an operator built it),
-# partial on the events that carry content; a search must spell them
-# exactly so, to use them. Without the substring index, a substring search
-# reads the content events of the conversations it may return.
+# `convo_search_text(data)` (migrations 0006, 0009), its words
+# `convo_search_vector(data)` (0018) and its grams `convo_search_grams`
+# (0020) are the expressions the GIN indexes are built on (words always;
+# substring where an operator built it), partial on the events that carry
+# content; a search must spell them exactly so, to use them.
 _CONTENT_EVENTS = "e.type IN ('message_appended', 'message_edited')"
 SEARCH_TEXT_MATCH = (
     "convo_search_vector(e.data) @@ websearch_to_tsquery('simple'::regconfig, %(words)s)"
 )
-SEARCH_SUBSTRING_MATCH = "convo_search_text(e.data) ILIKE %(pattern)s"
+# The grams find the candidates, `ILIKE` keeps the hits. Without the
+# substring index the planner runs the cheaper `ILIKE` first (the grams'
+# function is declared costly), over the content events of the
+# conversations the search may return, and the grams only for its hits.
+SEARCH_SUBSTRING_MATCH = f"{GRAMS_MATCH} AND convo_search_text(e.data) ILIKE %(pattern)s"
 # The CJK words a text query requires as typed (`WordsQuery.runs`).
 SEARCH_RUNS_MATCH = "convo_search_text(e.data) LIKE ALL (%(runs)s)"
 # Text with CJK gets its snippet cut here (`text_snippet`): ts_headline's
@@ -147,6 +152,7 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
             params["runs"] = [like_pattern(run) for run in mapped.runs]
     else:
         params["pattern"] = like_pattern(query.needle)
+        params["needle"] = query.needle
     if not (substring or cjk):
         params["headline"] = HEADLINE_OPTIONS
     if query.conversation_id is not None:
