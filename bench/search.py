@@ -11,8 +11,10 @@
   kana particles, katakana words); user/assistant turns, a tool call and its result every 5th
   turn (8 tool names); recorded over 90 days. The search indexes are
   built after the load (CREATE INDEX, as the migrations do; the substring
-  index as `convo search-index enable substring` would, where the server
-  has pg_trgm), then `VACUUM (ANALYZE)`.
+  index as `convo search-index enable substring` would), then
+  `VACUUM (ANALYZE)`. `CONVO_BENCH_SEARCH_DATABASE=<url>` keeps the corpus:
+  the run loads it into that database the first time and searches it as
+  it is afterwards (building again a search index a run dropped).
 - latency: `Repository.search_messages` (what `GET /messages/search`
   calls, minus HTTP), each query form repeated, in turns; p50/p95 in ms.
   Query forms: a rare word, a mid-frequency word, two words, a phrase,
@@ -35,6 +37,7 @@ No figure is asserted; the goal (p95 ≤ 100 ms) is compared in `comparisons`.
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import uuid
@@ -46,6 +49,8 @@ import psycopg
 
 from bench.harness import open_repository, quick_mode, raw_sync_connection, run_and_record
 from bench.report import comparison, print_comparisons, print_table
+from hosting import migrate
+from hosting.engines import make_sync_engine
 from hosting.settings import Settings
 from store.domain.codec import decode_message
 from store.domain.events import from_data
@@ -68,6 +73,7 @@ FORM_BUDGET_S = 12.0
 MIN_REPEATS = 20
 UNINDEXED_REPEATS = 3
 GOAL_P95_MS = 100.0
+KEPT_DATABASE_ENV = "CONVO_BENCH_SEARCH_DATABASE"
 
 TOOLS = (
     "read_file",
@@ -246,8 +252,7 @@ def load_corpus(
 ) -> dict[str, Any]:
     """Load the corpus (module docstring) with COPY; build the search
     indexes after (the substring one as an operator who enabled it would
-    have it, where the server has pg_trgm); VACUUM (ANALYZE). Returns facts
-    about what was loaded."""
+    have it); VACUUM (ANALYZE). Returns facts about what was loaded."""
     corpus = Corpus(seed)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     span = timedelta(days=90)
@@ -343,13 +348,19 @@ def load_corpus(
         for type_, data in sample:  # the store's own codec reads what was loaded
             from_data(type_, data)
         cur.execute(search_indexes.create_statement("text"))
-        if substring_index and search_indexes.status(conn, "substring").buildable:
-            cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        if substring_index:
+            search_indexes.install_grams(conn)
             cur.execute(search_indexes.create_statement("substring"))
         conn.commit()
     with raw_sync_connection(url, settings) as conn:
         conn.autocommit = True
         conn.execute("VACUUM (ANALYZE)")
+    return _loaded_facts(conversations, per_conversation)
+
+
+def _loaded_facts(
+    conversations: int = CONVERSATIONS, per_conversation: int = PER_CONVERSATION
+) -> dict[str, Any]:
     return {
         "conversations": conversations,
         "messages": conversations * per_conversation,
@@ -500,12 +511,40 @@ def _percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))] * 1000
 
 
+def kept_corpus(settings: Settings) -> str | None:
+    """The database named by `CONVO_BENCH_SEARCH_DATABASE` (it must exist),
+    ready: migrated, loaded the first time, its search indexes built again
+    where a run dropped them (`_substring_without_its_index`)."""
+    url = os.environ.get(KEPT_DATABASE_ENV, "").strip()
+    if not url:
+        return None
+    engine = make_sync_engine(url, settings)
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        row = conn.execute("SELECT count(*) FROM conversations WHERE key LIKE 'conv-%%'").fetchone()
+        if row is not None and row[0] == CONVERSATIONS:
+            for kind in ("text", "substring"):
+                search_indexes.enable(conn, kind)
+            return url
+    load_corpus(url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION)
+    return url
+
+
 async def run(url: str, settings: Settings) -> dict[str, Any]:
     import time
 
-    loaded = load_corpus(
-        url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION
-    )
+    kept = kept_corpus(settings)
+    if kept is None:
+        loaded = load_corpus(
+            url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION
+        )
+    else:
+        url = kept
+        loaded = _loaded_facts()
     corpus = Corpus(7)
     forms = query_forms(corpus)
     latencies: dict[str, list[float]] = {name: [] for name in forms}
