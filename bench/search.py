@@ -446,6 +446,52 @@ _CONTENT_EVENTS = "type IN ('message_appended', 'message_edited')"
 _PARSER_WORDS = "to_tsvector('simple'::regconfig, convo_search_text(data))"
 
 
+SCRATCH_ROWS = 2_000
+SCRATCH_ROUNDS = 3
+
+
+def substring_index_insert_cost(url: str, settings: Settings) -> dict[str, float]:
+    """What the substring index adds to an insert: the same content events
+    (`SCRATCH_ROWS` of them, one statement) inserted in turns into a table
+    with the words index (every store's) and into one with the substring
+    index too, each built as `convo search-index enable` builds it; ms per
+    message, medians of `SCRATCH_ROUNDS` rounds; and the bytes a message
+    the substring index grew by."""
+    import time
+
+    words, substring = (
+        search_indexes.create_statement(kind).split(" USING ", 1)[1]
+        for kind in ("text", "substring")
+    )
+    samples: dict[str, list[float]] = {"without": [], "with": []}
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        conn.execute("SET statement_timeout = 0")
+        conn.execute("DROP TABLE IF EXISTS bench_rows, bench_without, bench_with")
+        conn.execute(
+            "CREATE TABLE bench_rows AS SELECT data, type FROM events"
+            f" WHERE {_CONTENT_EVENTS} LIMIT {SCRATCH_ROWS}"
+        )
+        for name in samples:
+            conn.execute(f"CREATE TABLE bench_{name} (data json, type event_type)")
+        for name in samples:
+            conn.execute(f"CREATE INDEX bench_{name}_words ON bench_{name} USING {words}")
+        conn.execute(f"CREATE INDEX bench_substring ON bench_with USING {substring}")
+        for _ in range(SCRATCH_ROUNDS):
+            for name, values in samples.items():
+                started = time.perf_counter()
+                conn.execute(f"INSERT INTO bench_{name} SELECT data, type FROM bench_rows")
+                values.append((time.perf_counter() - started) * 1000 / SCRATCH_ROWS)
+        size = conn.execute("SELECT pg_relation_size('bench_substring')").fetchone()
+        assert size is not None
+        conn.execute("DROP TABLE bench_rows, bench_without, bench_with")
+    return {
+        "ms_per_message_without": statistics.median(samples["without"]),
+        "ms_per_message_with": statistics.median(samples["with"]),
+        "grown_bytes_per_message": size[0] / (SCRATCH_ROWS * SCRATCH_ROUNDS),
+    }
+
+
 def cjk_index_cost(url: str, settings: Settings) -> dict[str, float]:
     """What reading CJK as bigrams costs the words index: the index over
     the CJK messages only, built as now and as before migration 0018, in
@@ -576,6 +622,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     messages = loaded["messages"]
     per_message = {name: size / messages for name, size in sizes.items()}
     cjk = cjk_index_cost(url, settings)
+    substring_inserts = substring_index_insert_cost(url, settings)
     appends = await append_cost(url, settings, corpus)
     unindexed = (
         await _substring_without_its_index(url, settings, forms)
@@ -597,6 +644,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         },
         "substring_without_its_index_ms": unindexed,
         "cjk_words_index": cjk,
+        "substring_index_insert": substring_inserts,
         "append_with_words_index_ms": appends,
         "bytes_per_message": per_message,
         "search_index_bytes_per_message": per_message.get("ix_events_search_text", 0)
@@ -636,7 +684,17 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     messages = figures["loaded"]["messages"]
     cjk = figures["cjk_words_index"]
     appends = figures["append_with_words_index_ms"]
+    inserts = figures["substring_index_insert"]
     costs = [
+        comparison(
+            "insert of 2,000 content events, words and substring indexes vs the words index,"
+            " per message (info)",
+            inserts["ms_per_message_with"],
+            inserts["ms_per_message_without"],
+            unit="ms",
+            baseline_name="the words index only",
+            note=f"the index grew {inserts['grown_bytes_per_message']:.0f} bytes a message",
+        ),
         comparison(
             "words index per CJK message, bigrams and unigrams vs the parser's words (info)",
             cjk["words_index_bytes_per_cjk_message"],
