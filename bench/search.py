@@ -30,6 +30,9 @@
 - append: single-message appends through the repository with the words
   index, a Chinese message against an English one of the same length;
   p50 in ms.
+- insert with the substring index: 2,000 content events inserted in turns
+  into a table with the words index and one with the substring index too;
+  ms per message, and the bytes a message the substring index grew by.
 
 No figure is asserted; the goal (p95 ≤ 100 ms) is compared in `comparisons`.
 """
