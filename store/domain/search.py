@@ -10,8 +10,8 @@ Two modes (docs/search.md):
                bigrams and unigrams (`store.domain.search_words`), so
                `解析器`, `测试` and `修复 parser` are found
     substring  the characters as typed, case-insensitive, anywhere in the
-               text (`ILIKE '%…%'`, over a trigram index where an
-               operator built one): parts of words and identifiers; at
+               text (`ILIKE '%…%'`, over an index of five-character grams
+               where an operator built one): parts of words and identifiers; at
                least 3 characters, or any number of CJK ones only (found
                through the words index, then checked as typed)
 
@@ -78,7 +78,9 @@ __all__ = [
 ]
 
 MAX_SEARCH_QUERY_CHARS = 500
-MIN_SUBSTRING_CHARS = 3  # a trigram index finds nothing shorter (but CJK: the words index)
+# Fewer would match most of a store: the grams index would hand back
+# nearly every row (CJK: the words index finds one character exactly).
+MIN_SUBSTRING_CHARS = 3
 MAX_SEARCH_LIMIT = 1000
 DEFAULT_SEARCH_LIMIT = 50
 MAX_SEARCH_METADATA_CHARS = 4096  # the conversation metadata a search filters on

@@ -1,7 +1,8 @@
 """Search on PostgreSQL: one statement per page (`page_statement`), over
 the words index of migrations 0006 and 0018 (CJK as bigrams and unigrams:
 `store.postgres.search_words`) and, where an operator built it, the
-substring index (`store.postgres.search_indexes`; docs/search.md)."""
+substring index (five-character grams: `store.postgres.search_grams`,
+`store.postgres.search_indexes`; docs/search.md)."""
 
 from __future__ import annotations
 
@@ -24,19 +25,23 @@ from store.domain.search import (
 )
 from store.domain.search_words import REWRITE_TRIGGER, has_cjk
 from store.postgres.pooled import Pooled
+from store.postgres.search_grams import GRAMS_MATCH
 
 # A message's searchable text is derived from its event, never stored:
-# `convo_search_text(data)` (migrations 0006, 0009) and its words
-# `convo_search_vector(data)` (0018) are the expressions the GIN indexes
-# are built on (words always; substring where an operator built it),
-# partial on the events that carry content; a search must spell them
-# exactly so, to use them. Without the substring index, a substring search
-# reads the content events of the conversations it may return.
+# `convo_search_text(data)` (migrations 0006, 0009), its words
+# `convo_search_vector(data)` (0018) and its grams `convo_search_grams`
+# (0020) are the expressions the GIN indexes are built on (words always;
+# substring where an operator built it), partial on the events that carry
+# content; a search must spell them exactly so, to use them.
 _CONTENT_EVENTS = "e.type IN ('message_appended', 'message_edited')"
 SEARCH_TEXT_MATCH = (
     "convo_search_vector(e.data) @@ websearch_to_tsquery('simple'::regconfig, %(words)s)"
 )
-SEARCH_SUBSTRING_MATCH = "convo_search_text(e.data) ILIKE %(pattern)s"
+# The grams find the candidates, `ILIKE` keeps the hits. Without the
+# substring index the planner runs the cheaper `ILIKE` first (the grams'
+# function is declared costly), over the content events of the
+# conversations the search may return, and the grams only for its hits.
+SEARCH_SUBSTRING_MATCH = f"{GRAMS_MATCH} AND convo_search_text(e.data) ILIKE %(pattern)s"
 # The CJK words a text query requires as typed (`WordsQuery.runs`).
 SEARCH_RUNS_MATCH = "convo_search_text(e.data) LIKE ALL (%(runs)s)"
 # Text with CJK gets its snippet cut here (`text_snippet`): ts_headline's
@@ -58,21 +63,31 @@ SEARCH_FILTERS = {
     "metadata": "c.metadata @> %(metadata)s",
     "after": "(a.recorded_at, m.conversation_id, m.seq) < (%(at)s, %(after_cid)s, %(after_seq)s)",
 }
+# The filters on the conversation, applied with the tenant (`c`).
+_CONVERSATION_FILTERS = frozenset({"conversation", "metadata"})
 
 
 @cache
 def page_statement(
     *, substring: bool, words: bool, runs: bool, cjk: bool, filters: tuple[str, ...]
 ) -> str:
-    """One page of a search: the index finds the events whose text matches;
-    each is kept if it holds its message's current text (the appended
-    event of an unedited message, the latest edit of an edited one), its
-    conversation is the tenant's, and the filters hold; newest first.
+    """One page of a search: the index finds the events whose text matches,
+    the tenant's are kept (the candidates); each is kept if its text holds
+    the CJK words as typed (`runs`), it holds its message's current text
+    (the appended event of an unedited message, the latest edit of an
+    edited one), and the filters hold; newest first.
+
+    The candidates are a subquery the planner may not merge (`OFFSET 0`):
+    its estimate of a CJK phrase's bigrams ANDed is a few rows where there
+    are thousands, and it then looked up every tenant's candidates'
+    messages and appended events before dropping three in four; the
+    check as typed, which takes each text out of its JSON again, would
+    also run on all of them.
 
     A substring of CJK characters only is a words search (`words`): its
     unigram, its bigram, or its bigrams ANDed and the characters as typed
     (`runs`, as for the CJK words a text query requires): exact, and
-    better answered than by the trigram index.
+    better answered than by the substring index.
 
     The snippet is made for the page's rows only: ts_headline for text (its
     marks are control characters, removed from the text first), the text
@@ -80,23 +95,28 @@ def page_statement(
     a query with CJK (`cjk`), cut by the caller; a flag says which.
     One statement shape per mode and set of filters, each prepared once.
     """
-    if words:
-        matches = [SEARCH_TEXT_MATCH, SEARCH_RUNS_MATCH] if runs else [SEARCH_TEXT_MATCH]
-    else:
-        matches = [SEARCH_SUBSTRING_MATCH]
-    match = " AND ".join(matches)
-    conditions = "".join(f" AND {SEARCH_FILTERS[name]}" for name in filters)
-    page = (
-        "SELECT m.conversation_id, c.key, m.seq, m.role, m.agent_id, m.kind, m.batch,"
-        " a.recorded_at, m.edit_version IS NOT NULL AS edited, e.data"
-        " FROM events AS e"
+    match = SEARCH_TEXT_MATCH if words else SEARCH_SUBSTRING_MATCH
+    checks = f" AND {SEARCH_RUNS_MATCH}" if words and runs else ""
+    of_conversation = "".join(
+        f" AND {SEARCH_FILTERS[name]}" for name in filters if name in _CONVERSATION_FILTERS
+    )
+    conditions = "".join(
+        f" AND {SEARCH_FILTERS[name]}" for name in filters if name not in _CONVERSATION_FILTERS
+    )
+    candidates = (
+        "SELECT e.conversation_id, e.version, e.data, c.key FROM events AS e"
         " JOIN conversations AS c ON c.id = e.conversation_id"
+        f" WHERE {_CONTENT_EVENTS} AND {match}"
+        f" AND c.tenant = %(tenant)s AND c.deleted_at IS NULL{of_conversation} OFFSET 0"
+    )
+    page = (
+        "SELECT m.conversation_id, e.key, m.seq, m.role, m.agent_id, m.kind, m.batch,"
+        " a.recorded_at, m.edit_version IS NOT NULL AS edited, e.data"
+        f" FROM ({candidates}) AS e"
         " JOIN messages AS m"
         " ON m.conversation_id = e.conversation_id AND m.seq = (e.data ->> 'seq')::bigint"
         " JOIN events AS a ON a.conversation_id = m.conversation_id AND a.version = m.event_version"
-        f" WHERE {_CONTENT_EVENTS} AND {match}"
-        " AND e.version = coalesce(m.edit_version, m.event_version)"
-        f" AND c.tenant = %(tenant)s AND c.deleted_at IS NULL{conditions}"
+        f" WHERE e.version = coalesce(m.edit_version, m.event_version){checks}{conditions}"
         " ORDER BY a.recorded_at DESC, m.conversation_id DESC, m.seq DESC LIMIT %(limit)s"
     )
     if substring or cjk:
@@ -147,6 +167,7 @@ def statement(tenant: str, query: SearchQuery) -> tuple[str, dict[str, Any]]:
             params["runs"] = [like_pattern(run) for run in mapped.runs]
     else:
         params["pattern"] = like_pattern(query.needle)
+        params["needle"] = query.needle
     if not (substring or cjk):
         params["headline"] = HEADLINE_OPTIONS
     if query.conversation_id is not None:

@@ -13,9 +13,10 @@ search"):
   searches can drop it, and every append gets cheaper, bulk appends
   the most (docs/search.md, "What an append pays for search", has the
   figures).
-- `substring` (`ix_events_search_substring`, pg_trgm trigrams:
-  `mode=substring`): not built by the migrations since 0009 — it is the
-  larger and costlier one.
+- `substring` (`ix_events_search_substring`, five-character grams since
+  migration 0020, `store.postgres.search_grams`: `mode=substring`): not
+  built by the migrations since 0009 — it is the larger and costlier one.
+  It needs no extension, so every server can build it.
 
 Both changes are CONCURRENTLY (appends and reads go on meanwhile), so they
 run on an autocommit connection and without a statement timeout. A build
@@ -30,14 +31,14 @@ from typing import Any, Literal
 
 import psycopg
 
-from store.domain.errors import InvalidOperation
+from store.postgres.search_grams import GRAMS, grams_function, grams_query_function
 from store.postgres.search_words import VECTOR
 
 SearchIndexKind = Literal["text", "substring"]
 
 # Partial on the events that carry content, over the derived text
 # (`convo_search_text`, migrations 0006 and 0009; its words:
-# `convo_search_vector`, 0018): the expressions
+# `convo_search_vector`, 0018; its grams: `convo_search_grams`, 0020): the expressions
 # `search.SEARCH_TEXT_MATCH` and `search.SEARCH_SUBSTRING_MATCH` spell.
 _CONTENT_EVENTS = "WHERE type IN ('message_appended', 'message_edited')"
 # A 64 kB pending list, not the server's 4 MB: migration 0010 says why.
@@ -49,20 +50,13 @@ INDEXES: dict[SearchIndexKind, tuple[str, str]] = {
     ),
     "substring": (
         "ix_events_search_substring",
-        f"USING gin (convo_search_text(data) gin_trgm_ops) {PENDING_LIST}",
+        f"USING gin ({GRAMS}) {PENDING_LIST}",
     ),
 }
 
-HAS_TRIGRAM = "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'"
 STATE = (
     "SELECT i.indisvalid, pg_relation_size(i.indexrelid) FROM pg_index AS i"
     " WHERE i.indexrelid = to_regclass(%(name)s)"
-)
-
-NO_TRIGRAM = (
-    "this PostgreSQL server has no pg_trgm extension (the embedded server ships"
-    " without it): the substring index cannot be built here; substring search"
-    " still works, reading the conversations' events (docs/search.md)"
 )
 
 
@@ -72,7 +66,6 @@ class SearchIndex:
 
     kind: SearchIndexKind
     name: str
-    buildable: bool  # the substring one needs pg_trgm on the server
     present: bool
     valid: bool  # a build that did not finish leaves an invalid index
     size_bytes: int
@@ -83,11 +76,10 @@ Connection = psycopg.Connection[Any]
 
 def status(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
     name = INDEXES[kind][0]
-    buildable = kind == "text" or conn.execute(HAS_TRIGRAM).fetchone() is not None
     row = conn.execute(STATE, {"name": name}).fetchone()
     if row is None:
-        return SearchIndex(kind, name, buildable, present=False, valid=False, size_bytes=0)
-    return SearchIndex(kind, name, buildable, True, bool(row[0]), int(row[1]))
+        return SearchIndex(kind, name, present=False, valid=False, size_bytes=0)
+    return SearchIndex(kind, name, True, bool(row[0]), int(row[1]))
 
 
 def enable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
@@ -95,15 +87,23 @@ def enable(conn: Connection, kind: SearchIndexKind) -> SearchIndex:
     current = status(conn, kind)
     if current.present and current.valid:
         return current
-    if not current.buildable:
-        raise InvalidOperation(NO_TRIGRAM)
     conn.execute("SET statement_timeout = 0")
     if kind == "substring":
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        install_grams(conn)
     if current.present:
         conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {current.name}")
     conn.execute(create_statement(kind, concurrently=True))
     return status(conn, kind)
+
+
+def install_grams(conn: Connection) -> None:
+    """The grams' functions, as migration 0020 installs them: a database
+    migrated down below 0020 (or restored from one) can still build the
+    index the code searches with."""
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()
+    assert schema is not None
+    conn.execute(grams_function(schema[0]))
+    conn.execute(grams_query_function(schema[0]))
 
 
 def create_statement(kind: SearchIndexKind, *, concurrently: bool = False) -> str:
