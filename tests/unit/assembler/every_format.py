@@ -9,13 +9,21 @@ the system prompt or its final instruction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from store.assembler import AssembleOptions, Assembly, EmptyWindow, ProviderFormat, assemble
+from store.assembler import (
+    AssembleOptions,
+    Assembly,
+    EmptyWindow,
+    PlacementPolicy,
+    ProviderFormat,
+    assemble,
+)
 from store.assembler.system_prompt import choose_system_prompt
 from store.domain.context import AgentProfile, ContextSlots
 from store.domain.errors import ConfigurationError
 from store.domain.messages import Message
+from tests.unit.assembler.strategies import AssemblyInput
 
 ALWAYS_REFUSE_EMPTY = {
     ProviderFormat.OPENAI_RESPONSES,
@@ -71,3 +79,17 @@ def assemble_every_format(
         assert "\n" not in str(refusal)
         assert format.value in str(refusal)
     return built
+
+
+def every_policy(
+    drawn: AssemblyInput,
+) -> Iterator[tuple[PlacementPolicy, dict[ProviderFormat, Assembly]]]:
+    """`drawn` assembled in every format under each placement policy."""
+    for policy in PlacementPolicy:
+        options = drawn.options.model_copy(update={"policy": policy})
+        yield (
+            policy,
+            assemble_every_format(
+                drawn.messages, profile=drawn.profile, slots=drawn.slots, options=options
+            ),
+        )

@@ -14,6 +14,7 @@ tool results, and retried results.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
@@ -286,3 +287,25 @@ option_values = st.builds(
     reminder_style=st.sampled_from(list(ReminderStyle)),
     token_budget=st.none() | st.integers(20, 400),
 )
+
+
+@dataclass(frozen=True)
+class AssemblyInput:
+    """One drawn input of the assembler: a window for `agent`, that agent's
+    profile and slots, and options (their policy is overridden per check)."""
+
+    messages: list[Message]
+    agent: str
+    profile: AgentProfile
+    slots: ContextSlots
+    options: AssembleOptions
+
+
+@st.composite
+def assembly_inputs(
+    draw: st.DrawFn, arguments: st.SearchStrategy[dict[str, Any]] = arguments
+) -> AssemblyInput:
+    messages, agent = draw(conversations(arguments))
+    return AssemblyInput(
+        messages, agent, draw(profiles_for[agent]), draw(slot_values), draw(option_values)
+    )

@@ -10,41 +10,33 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from store.assembler import (
-    AssembleOptions,
-    PlacementPolicy,
     ProviderFormat,
     parse_tool_calls,
     validate,
 )
-from store.domain.context import AgentProfile, ContextSlots
+from store.domain.context import AgentProfile
 from store.domain.messages import Message
-from tests.unit.assembler.every_format import assemble_every_format
+from tests.unit.assembler.every_format import every_policy
 from tests.unit.assembler.logical import logical_sequence
-from tests.unit.assembler.strategies import conversations, option_values, profiles_for, slot_values
+from tests.unit.assembler.strategies import (
+    AssemblyInput,
+    assembly_inputs,
+)
 
 NATIVE = [f for f in ProviderFormat if f is not ProviderFormat.XML_TOOLS]
 
 
 @pytest.mark.slow
 @settings(max_examples=150, database=None)
-@given(data=st.data(), conversation=conversations(), slots=slot_values, options=option_values)
+@given(drawn=assembly_inputs())
 def test_every_policy_and_format_gives_a_valid_payload_with_one_logical_sequence(
-    data: st.DataObject,
-    conversation: tuple[list[Message], str],
-    slots: ContextSlots,
-    options: AssembleOptions,
+    drawn: AssemblyInput,
 ) -> None:
-    messages, agent = conversation
-    profile = data.draw(profiles_for[agent])
-    for policy in PlacementPolicy:
-        policy_options = options.model_copy(update={"policy": policy})
+    agent, profile = drawn.agent, drawn.profile
+    for policy, built in every_policy(drawn):
         sequences = {}
-        built = assemble_every_format(
-            messages, profile=profile, slots=slots, options=policy_options
-        )
         for format, assembly in built.items():
             assert validate(format, assembly.payload) == [], (format, policy)
             assert all(m.agent_id == agent for m in assembly.messages)

@@ -27,20 +27,17 @@ import pytest
 from google import genai
 from google.genai import types as genai_types
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from store.assembler import AssembleOptions, PlacementPolicy, ProviderFormat, validate
+from store.assembler import AssembleOptions, ProviderFormat, validate
 from store.domain.context import AgentProfile, ContextSlots
 from store.domain.messages import ImagePart, Message, Reasoning
 from tests.unit.assembler.builders import FOUR_SLOTS, R, T, U, build
-from tests.unit.assembler.every_format import assemble_every_format
+from tests.unit.assembler.every_format import assemble_every_format, every_policy
 from tests.unit.assembler.sdk_types import MODEL, same_bytes, sdk_problems
 from tests.unit.assembler.strategies import (
+    AssemblyInput,
     argument_samples,
-    conversations,
-    option_values,
-    profiles_for,
-    slot_values,
+    assembly_inputs,
     tool_call,
 )
 
@@ -54,26 +51,12 @@ EXAMPLES = int(os.environ.get("CONVO_SDK_EXAMPLES", "600"))
 
 @pytest.mark.slow
 @settings(max_examples=EXAMPLES, database=None)
-@given(
-    data=st.data(),
-    conversation=conversations(arguments=argument_samples),
-    slots=slot_values,
-    options=option_values,
-)
+@given(drawn=assembly_inputs(arguments=argument_samples))
 def test_every_format_and_policy_gives_a_payload_the_sdk_types_accept(
-    data: st.DataObject,
-    conversation: tuple[list[Message], str],
-    slots: ContextSlots,
-    options: AssembleOptions,
+    drawn: AssemblyInput,
 ) -> None:
-    messages, agent = conversation
-    profile = data.draw(profiles_for[agent])
     checked: set[tuple[ProviderFormat, str]] = set()
-    for policy in PlacementPolicy:
-        policy_options = options.model_copy(update={"policy": policy})
-        built = assemble_every_format(
-            messages, profile=profile, slots=slots, options=policy_options
-        )
+    for policy, built in every_policy(drawn):
         for format, assembly in built.items():
             key = (format, json.dumps(assembly.payload, sort_keys=True, allow_nan=True))
             if key in checked:  # policies often place nothing differently
