@@ -87,12 +87,14 @@ MAX_TOKEN_CHARS = 17
 # past the next page's header (24 bytes; 40 on a segment's first page), where
 # a standby's replay position stops at the page's end: the header is stepped
 # back over, or a standby that has replayed everything would look behind.
+# The sizes come from `current_setting`, not the `pg_settings` view, which
+# builds every setting's row each time: with replicas, this follows every write.
 COMMIT_LSN = (
     "SELECT CASE WHEN lsn % segment = 40 THEN lsn - 40"
     " WHEN lsn % block = 24 AND lsn % segment <> 24 THEN lsn - 24 ELSE lsn END"
     " FROM (SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint AS lsn,"
     " current_setting('wal_block_size')::bigint AS block,"
-    " (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size') AS segment) AS w"
+    " pg_size_bytes(current_setting('wal_segment_size')) AS segment) AS w"
 )
 PRIMARY_LSN = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint"
 STANDBY_STATE = "SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint"
