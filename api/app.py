@@ -7,16 +7,16 @@ closes them when it stops. Tests, or an embedding application, pass
 the app uses them from the first request, needs no lifespan run, and never
 closes them.
 
-Every request goes through, from the outside in: `api.middleware.RequestContext`
-(request id, access line, metrics), CORS when `CONVO_CORS_ORIGINS` is set,
-gzip for a response of at least `CONVO_GZIP_MIN_BYTES` when the client
-accepts it (never an event stream, which must not be held back),
-`api.errors.CatchAll` and `api.middleware.RequestLimits` (body and URL
-limits). `/health` is liveness: the process answers, nothing else is
-asked. `/ready` is readiness: the storage answers a query (503 with the
-error body while the database is down, decided within a second:
-`api.readiness`), so a load balancer stops sending
-traffic to a replica that cannot serve it. `/metrics` is Prometheus'
+Every request goes through one envelope, `api.middleware.RequestEnvelope`,
+which does, from the outside in: the request id, access line and metrics,
+CORS when `CONVO_CORS_ORIGINS` is set, gzip for a response of at least
+`CONVO_GZIP_MIN_BYTES` when the client accepts it (never an event stream,
+which must not be held back), the catch-all for a bug's 500, the body and
+URL limits, and the `Convo-Consistency` token. `/health` is liveness: the
+process answers, nothing else is asked. `/ready` is readiness: the storage
+answers a query (503 with the error body while the database is down,
+decided within a second: `api.readiness`), so a load balancer stops
+sending traffic to a replica that cannot serve it. `/metrics` is Prometheus'
 (`api.metrics`). `/docs` and `/redoc` are served with their scripts from
 an installed package (`api.docs`), so they work offline; `/ui/` is the
 analysts' console (`api.console`), its files shipped in the package and
@@ -32,18 +32,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.middleware.cors import CORSMiddleware
-from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import Response
 from fastapi.telemetry import TelemetryConfig
 
-from api.consistency import CONSISTENCY_HEADER, ReadConsistency
+from api.consistency import CONSISTENCY_HEADER
 from api.console import install_console
 from api.deps import Services, ServicesDep
 from api.docs import install_docs
 from api.errors import CONVERSATION_ERRORS, install_error_handlers
 from api.metrics import CONTENT_TYPE, Metrics, process_ended
-from api.middleware import REQUEST_ID_HEADER, RequestContext, RequestLimits
+from api.middleware import REQUEST_ID_HEADER, Compression, Cors, RequestEnvelope
 from api.openapi import install_openapi, operation_id_of
 from api.quota import QuotaExceeded, TenantQuotas
 from api.ratelimit import KeyRateLimits, RateLimited
@@ -167,24 +165,24 @@ def create_app(
         max_stored_bytes=settings.tenant_max_stored_bytes,
     )
     app.state.quotas = quotas if quotas.enabled else None
-    # Added innermost first: RequestContext ends up outermost.
-    app.add_middleware(ReadConsistency)
-    app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
-    install_error_handlers(app)  # and CatchAll, around RequestLimits
+    install_error_handlers(app)
     app.add_exception_handler(RateLimited, _refused)
     app.add_exception_handler(QuotaExceeded, _refused)
-    app.add_middleware(
-        GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=GZIP_LEVEL
-    )
+    cors = None
     if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
+        cors = Cors(
             allow_origins=list(settings.cors_origins),
             allow_methods=["*"],
             allow_headers=CORS_HEADERS,
             expose_headers=[REQUEST_ID_HEADER, "Retry-After", CONSISTENCY_HEADER],
         )
-    app.add_middleware(RequestContext, metrics=metrics)
+    app.add_middleware(
+        RequestEnvelope,
+        metrics=metrics,
+        max_body_bytes=settings.max_body_bytes,
+        compression=Compression(min_bytes=settings.gzip_min_bytes, level=GZIP_LEVEL),
+        cors=cors,
+    )
     install_routes(app)
     install_openapi(app)
     install_docs(app)

@@ -30,12 +30,13 @@ an unavailable database adds `retry_after` (seconds), also sent as a
     ReadOnlyKey (a read-only key on a route that writes)          → 403
     anything else (a bug)                                         → 500 InternalError
 
-A bug's 500 is sent by `CatchAll`, a middleware, as an ordinary response:
-Starlette's own catch-all (an `Exception` handler) sends its response and
-then re-raises, so the server drops the client's keep-alive connection and
-logs the exception with its message, which can quote content. `CatchAll`
-logs one line instead: the exception's classes and frames, never its
-message (`api.logging.describe_error`).
+A bug's 500 is sent by the request's envelope (`api.middleware`, its
+catch-all) as an ordinary response: Starlette's own catch-all (an
+`Exception` handler) sends its response and then re-raises, so the server
+drops the client's keep-alive connection and logs the exception with its
+message, which can quote content. The envelope logs one line instead: the
+exception's classes and frames, never its message
+(`api.logging.describe_error`).
 
 Details are made safe to encode: a lone surrogate the client sent (and an
 error quoted) is shown as `\\udXXX`, not sent as invalid UTF-8.
@@ -61,9 +62,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from api.asgi import HttpMiddleware
 from api.logging import describe_error
 from api.problems import Problem, ProblemResponse, field_problems, problem_response
 from store.domain import errors
@@ -274,27 +274,6 @@ def log_unhandled(error: BaseException, scope: Scope) -> None:
     )
 
 
-class CatchAll(HttpMiddleware):
-    """An exception no handler took: a JSON 500, sent as an ordinary
-    response, and one log line without the exception's message."""
-
-    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def sending(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except Exception as error:
-            log_unhandled(error, scope)
-            if started:
-                raise  # half a response went out: only closing the connection is honest
-            await internal_error_response()(scope, receive, send)
-
-
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(errors.ConvoStoreError, _store_error)
     # Translated here, not left to the catch-all, so a database that is down
@@ -307,5 +286,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(BodyRefused, _body_refused)
     app.add_exception_handler(BodyTooLarge, _body_too_large)
     app.add_exception_handler(HTTPException, _http_error)
-    # Not `add_exception_handler(Exception, ...)`: see the module's docstring.
-    app.add_middleware(CatchAll)
+    # Not `add_exception_handler(Exception, ...)`: the envelope's catch-all
+    # answers a bug (see the module's docstring).

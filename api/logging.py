@@ -29,7 +29,7 @@ import orjson
 
 from hosting.settings import Settings
 
-# The id of the request being handled, set by `api.middleware.RequestContext`
+# The id of the request being handled, set by `api.middleware.RequestEnvelope`
 # for the request's task: every line logged while handling it carries it.
 request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 

@@ -25,6 +25,17 @@ It prints:
   logging, metrics, asyncio), and the top functions by cumulative and own
   time. cProfile's overhead inflates small functions: compare groups, not
   with the figures above.
+
+`python -m bench.http_profile --count N [--assemble]`: only N requests
+through the app in memory (appends, or with `--assemble` payload builds of
+a 1,000-message conversation), nothing timed or profiled, for an
+instruction count that the machine's load does not move:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        python -m bench.http_profile --count 50     # then --count 250
+
+the difference of the two totals ÷ 200 is one request's instructions (the
+imports and the set-up are the same in both and cancel).
 """
 
 from __future__ import annotations
@@ -243,6 +254,44 @@ async def measure(
     return profiler
 
 
+ASSEMBLE_MESSAGES = 1_000
+
+
+async def counted(settings: Settings, requests: int, *, assemble: bool) -> None:
+    """`requests` appends (or payload builds) through the app in memory, untimed."""
+    storage, keys = MemoryStorage(), MemoryKeys()
+    key = keys.create(DEFAULT_TENANT, "bench http_profile")
+    services = Services(
+        storage=storage,
+        tenant_for_key=keys.tenant_for_key,
+        grant_for_key=keys.grant_for_key,
+        limits=limits_from_settings(settings),
+    )
+    app = create_app(settings, services=services)
+    client = AsgiClient(app, {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    status, created = await client.post("/conversations", b'{"metadata":{}}')
+    assert status == 201, created
+    cid = quote(orjson.loads(created)["id"], safe="")
+    if assemble:
+        raw = Script(seed=1, tools=True, prefix="p").take(ASSEMBLE_MESSAGES)
+        for start in range(0, ASSEMBLE_MESSAGES, 100):
+            body = orjson.dumps({"messages": raw[start : start + 100]})
+            status, answer = await client.post(f"/conversations/{cid}/messages", body)
+            assert status == 201, answer
+        target, bodies = f"/conversations/{cid}/assemble", [b'{"format":"openai-chat"}'] * requests
+        expected = 200
+    else:
+        raw = Script(seed=1, tools=True, prefix="p").take(requests)
+        target = f"/conversations/{cid}/messages"
+        bodies = [
+            orjson.dumps({"messages": [m], "expected_version": 1 + i}) for i, m in enumerate(raw)
+        ]
+        expected = 201
+    for body in bodies:
+        status, answer = await client.post(target, body)
+        assert status == expected, answer[:500]
+
+
 def report(profiler: cProfile.Profile, requests: int, log: Path) -> None:
     print(f"\nOwn time per HTTP append under cProfile, by where the code lives ({requests} calls):")
     for group, micros in grouped(profiler, requests):
@@ -266,6 +315,9 @@ def main() -> None:
         if isinstance(handler, logging.StreamHandler):
             handler.setStream(stream)
     try:
+        if "--count" in sys.argv:
+            asyncio.run(counted(settings, requests, assemble="--assemble" in sys.argv))
+            return
         if memory:
             profiler = asyncio.run(in_memory(settings, requests))
         else:

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from api.errors import STORAGE_ERROR_MESSAGE, install_error_handlers, status_of
 from api.logging import request_id
-from api.middleware import RequestContext
+from api.middleware import RequestEnvelope
 from api.problems import TITLES, field_problems, pointer, problem_response
 from store.assembler import InvalidPayload
 from store.domain import errors
@@ -125,7 +125,7 @@ SECRET = "the user's secret message"
 def _app_raising(error: BaseException) -> FastAPI:
     app = FastAPI()
     install_error_handlers(app)
-    app.add_middleware(RequestContext)  # the request id, which a problem's instance is
+    app.add_middleware(RequestEnvelope)  # the request id (a problem's instance), the catch-all
 
     @app.get("/conversations/{conversation_id}")
     async def fail(conversation_id: str) -> None:
