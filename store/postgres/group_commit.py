@@ -40,11 +40,12 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
 from store.postgres.append_sql import append_cte, rows_json
+from store.postgres.feed_signal import FeedSignal
 from store.postgres.pooled import Pool, pooled
 from store.postgres.replicas import COMMIT_LSN
 
@@ -73,8 +74,11 @@ class GuardedAppend:
     request: dict[str, Any] | None
 
 
-def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
-    """The one statement that writes `appends` (different conversations)."""
+def statement(
+    appends: Sequence[GuardedAppend], *, notify: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """The one statement that writes `appends` (different conversations),
+    carrying the feed's notification if `notify`."""
     heads, events, messages, calls, answers, requests = [], [], [], [], [], []
     for append in appends:
         heads.append(append.head)
@@ -103,6 +107,7 @@ def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
     else:
         params = {"heads": rows_json(heads)}
     params["events"] = rows_json(events)
+    params["notify"] = notify
     for name, rows in (
         ("messages", messages),
         ("calls", calls),
@@ -124,7 +129,15 @@ def _nothing_written(error: BaseException) -> bool:
     )
 
 
-_Waiting = tuple[GuardedAppend, "asyncio.Future[datetime | None]"]
+class Committed(NamedTuple):
+    """An append written: its transaction's time, and whether its statement
+    carried the feed's notification (`feed_signal`)."""
+
+    at: datetime
+    announced: bool
+
+
+_Waiting = tuple[GuardedAppend, "asyncio.Future[Committed | None]"]
 
 
 class GroupCommit:
@@ -137,8 +150,11 @@ class GroupCommit:
         writers: int = WRITERS,
         most: int = MOST,
         on_commit: Callable[[Iterable[uuid.UUID], int], None] | None = None,
+        feed: FeedSignal | None = None,
     ) -> None:
         self._pool = pool
+        # Asked whether each statement carries the feed's notification.
+        self._feed = feed
         # Told each statement's conversations and its commit's LSN, read in
         # the same round trip (a storage with replicas: `replicas.ReplicaSet`).
         self._on_commit = on_commit
@@ -149,9 +165,9 @@ class GroupCommit:
         self._sending = 0  # statements in flight
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def write(self, append: GuardedAppend) -> datetime | None:
-        """Write `append`: its transaction's time, or None when its
-        conversation had moved on or was locked (nothing written).
+    async def write(self, append: GuardedAppend) -> Committed | None:
+        """Write `append`: its transaction's time (`Committed`), or None when
+        its conversation had moved on or was locked (nothing written).
 
         Cancelled while it waits, it is not sent; cancelled once sent, it
         may still be written (as a cancelled statement may commit)."""
@@ -167,7 +183,7 @@ class GroupCommit:
                 self._in_flight.discard(cid)
                 self._sending -= 1
                 self._send_waiting()
-        future: asyncio.Future[datetime | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Committed | None] = asyncio.get_running_loop().create_future()
         self._waiting.append((append, future))
         self._send_waiting()
         return await future
@@ -249,8 +265,21 @@ class GroupCommit:
             if not future.done():
                 future.set_result(written.get(append.conversation_id))
 
-    async def _execute(self, appends: list[GuardedAppend]) -> dict[uuid.UUID, datetime]:
-        text, params = statement(appends)
+    async def _execute(self, appends: list[GuardedAppend]) -> dict[uuid.UUID, Committed]:
+        carrying = None if self._feed is None else self._feed.carry()
+        try:
+            rows = await self._rows(*statement(appends, notify=carrying is not None))
+        except BaseException:
+            if carrying is not None:
+                assert self._feed is not None
+                self._feed.not_carried(carrying)
+            raise
+        if carrying is not None and not rows:
+            assert self._feed is not None
+            self._feed.not_carried(carrying)
+        return {row[0]: Committed(row[1], carrying is not None) for row in rows}
+
+    async def _rows(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         async with pooled(self._pool) as conn:
             if self._on_commit is None:
                 cursor = await conn.execute(text, params)
@@ -266,4 +295,4 @@ class GroupCommit:
                 assert row is not None
                 if rows:
                     self._on_commit((r[0] for r in rows), row[0])
-        return {row[0]: row[1] for row in rows}
+        return rows
