@@ -115,12 +115,6 @@ class FeedSignal:
             if self._pending:
                 await asyncio.sleep(NOTIFY_DELAY)
 
-    async def settled(self) -> None:
-        """Until no notification is due or in flight (tests that count
-        what goes on the wire)."""
-        while self._timer is not None or (self._notifier is not None and not self._notifier.done()):
-            await asyncio.sleep(NOTIFY_DELAY)
-
     # --- the tails' side -----------------------------------------------------------
 
     async def wait(self, timeout: float) -> None:  # noqa: ASYNC109 - a wait, by design
