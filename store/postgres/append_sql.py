@@ -17,8 +17,6 @@ from typing import Any
 
 import orjson
 
-from store.postgres.feed_signal import CHANNEL
-
 # Rows travel as one JSON array per table (`json_to_recordset`): a handful
 # of parameters whatever the append holds, and JSON is what Python encodes
 # fastest (a dozen typed arrays cost more to adapt than the rest of an append).
@@ -186,14 +184,6 @@ _REQUESTS_AFTER_HEADS = (
 )
 
 
-# The feed's notification, when the statement carries it (`notify`:
-# `feed_signal.FeedSignal.carry`, at most one statement per NOTIFY_DELAY):
-# a parameter, so one plan serves both. A volatile function's CTE is
-# computed once, and only when a written head's row reads it: a statement
-# that wrote nothing sends nothing.
-_NOTIFY = f"SELECT pg_notify('{CHANNEL}', '') WHERE %(notify)s::bool"
-
-
 @cache
 def append_cte(
     *,
@@ -217,8 +207,7 @@ def append_cte(
     is inserted answered (`store.domain.projector.AppendMessages`).
 
     `guarded`: the optimistic appends of any number of conversations
-    (above), each row naming its conversation, and the feed's notification
-    if `notify` (`_NOTIFY`); `request` and `client_ids`
+    (above), each row naming its conversation; `request` and `client_ids`
     say whether any of them has an idempotency key or client ids. `lone`:
     a guarded append of one conversation, its head as parameters (the
     keys of `_HEAD_COLUMNS`) rather than JSON rows.
@@ -245,9 +234,7 @@ def append_cte(
         parts.append(("ta", _append_write("answers", guarded=guarded)))
     if request:
         parts.append(("rq", _REQUESTS_AFTER_HEADS if guarded else REQUEST_INSERT))
-    if guarded:
-        parts.append(("nt", _NOTIFY))
     ctes = ", ".join(f"{name} AS ({statement})" for name, statement in parts)
     if guarded:
-        return f"WITH {ctes} SELECT id, at FROM {_GUARD} LEFT JOIN nt ON true"
+        return f"WITH {ctes} SELECT id, at FROM {_GUARD}"
     return f"WITH {ctes} {HEAD_UPDATE}"

@@ -40,12 +40,11 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 
 from store.postgres.append_sql import append_cte, rows_json
-from store.postgres.feed_signal import FeedSignal
 from store.postgres.pooled import Pool, pooled
 from store.postgres.replicas import COMMIT_LSN
 
@@ -74,11 +73,8 @@ class GuardedAppend:
     request: dict[str, Any] | None
 
 
-def statement(
-    appends: Sequence[GuardedAppend], *, notify: bool = False
-) -> tuple[str, dict[str, Any]]:
-    """The one statement that writes `appends` (different conversations),
-    carrying the feed's notification if `notify`."""
+def statement(appends: Sequence[GuardedAppend]) -> tuple[str, dict[str, Any]]:
+    """The one statement that writes `appends` (different conversations)."""
     heads, events, messages, calls, answers, requests = [], [], [], [], [], []
     for append in appends:
         heads.append(append.head)
@@ -107,7 +103,6 @@ def statement(
     else:
         params = {"heads": rows_json(heads)}
     params["events"] = rows_json(events)
-    params["notify"] = notify
     for name, rows in (
         ("messages", messages),
         ("calls", calls),
@@ -129,15 +124,7 @@ def _nothing_written(error: BaseException) -> bool:
     )
 
 
-class Committed(NamedTuple):
-    """An append written: its transaction's time, and whether its statement
-    carried the feed's notification (`feed_signal`)."""
-
-    at: datetime
-    announced: bool
-
-
-_Waiting = tuple[GuardedAppend, "asyncio.Future[Committed | None]"]
+_Waiting = tuple[GuardedAppend, "asyncio.Future[datetime | None]"]
 
 
 class GroupCommit:
@@ -150,11 +137,8 @@ class GroupCommit:
         writers: int = WRITERS,
         most: int = MOST,
         on_commit: Callable[[Iterable[uuid.UUID], int], None] | None = None,
-        feed: FeedSignal | None = None,
     ) -> None:
         self._pool = pool
-        # Asked whether each statement carries the feed's notification.
-        self._feed = feed
         # Told each statement's conversations and its commit's LSN, read in
         # the same round trip (a storage with replicas: `replicas.ReplicaSet`).
         self._on_commit = on_commit
@@ -165,9 +149,9 @@ class GroupCommit:
         self._sending = 0  # statements in flight
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def write(self, append: GuardedAppend) -> Committed | None:
-        """Write `append`: its transaction's time (`Committed`), or None when
-        its conversation had moved on or was locked (nothing written).
+    async def write(self, append: GuardedAppend) -> datetime | None:
+        """Write `append`: its transaction's time, or None when its
+        conversation had moved on or was locked (nothing written).
 
         Cancelled while it waits, it is not sent; cancelled once sent, it
         may still be written (as a cancelled statement may commit)."""
@@ -183,7 +167,7 @@ class GroupCommit:
                 self._in_flight.discard(cid)
                 self._sending -= 1
                 self._send_waiting()
-        future: asyncio.Future[Committed | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[datetime | None] = asyncio.get_running_loop().create_future()
         self._waiting.append((append, future))
         self._send_waiting()
         return await future
@@ -265,21 +249,8 @@ class GroupCommit:
             if not future.done():
                 future.set_result(written.get(append.conversation_id))
 
-    async def _execute(self, appends: list[GuardedAppend]) -> dict[uuid.UUID, Committed]:
-        carrying = None if self._feed is None else self._feed.carry()
-        try:
-            rows = await self._rows(*statement(appends, notify=carrying is not None))
-        except BaseException:
-            if carrying is not None:
-                assert self._feed is not None
-                self._feed.not_carried(carrying)
-            raise
-        if carrying is not None and not rows:
-            assert self._feed is not None
-            self._feed.not_carried(carrying)
-        return {row[0]: Committed(row[1], carrying is not None) for row in rows}
-
-    async def _rows(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    async def _execute(self, appends: list[GuardedAppend]) -> dict[uuid.UUID, datetime]:
+        text, params = statement(appends)
         async with pooled(self._pool) as conn:
             if self._on_commit is None:
                 cursor = await conn.execute(text, params)
@@ -295,4 +266,4 @@ class GroupCommit:
                 assert row is not None
                 if rows:
                     self._on_commit((r[0] for r in rows), row[0])
-        return rows
+        return {row[0]: row[1] for row in rows}

@@ -150,8 +150,6 @@ class OptimisticSession:
         self.conversation_id = cid
         self.memory = memory
         self.written: Write | None = None
-        # Its statement carried the feed's notification (`feed_signal`).
-        self.announced = False
         self.moved = False  # the row was found at another version: nothing written
         self._stream = StreamRow(
             tenant=memory.tenant,
@@ -178,13 +176,12 @@ class OptimisticSession:
 
     async def write(self, write: Write) -> datetime:
         append = guarded_append(self.conversation_id, write, expected=self.memory.version)
-        committed = await self.group.write(append)
-        if committed is None:  # another write came between: nothing was written
+        recorded_at = await self.group.write(append)
+        if recorded_at is None:  # another write came between: nothing was written
             self.moved = True
             raise StaleHead()
         self.written = write
-        self.announced = committed.announced
-        return committed.at
+        return recorded_at
 
     # An idempotency key or client ids are taken to be new: the write is
     # guarded by their being so, and a retry is answered the way that reads

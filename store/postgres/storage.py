@@ -107,10 +107,7 @@ class PostgresStorage(
         self.replicas = replicas
         self._feed_signal = FeedSignal(pool)
         self._group_commit = GroupCommit(
-            pool,
-            writers=writers,
-            on_commit=None if replicas is None else replicas.written,
-            feed=self._feed_signal,
+            pool, writers=writers, on_commit=None if replicas is None else replicas.written
         )
         self._remembered = RememberedHeads()
         self._closing: asyncio.Task[None] | None = None
@@ -299,8 +296,7 @@ class PostgresStorage(
                         self.replicas.written((conversation_id,), row[0])
         assert session is not None
         if session.written is not None:
-            if not session.announced:  # its own statement notified (`feed_signal`)
-                self._feed_signal.committed()
+            self._feed_signal.committed()
             if self.replicas is not None:
                 self.replicas.committed(conversation_id)
         self._remembered.after_write(conversation_id, session, remembered)

@@ -174,8 +174,6 @@ class WriteSession(CurrentWindow):
     """One write transaction on a locked stream row (the module docstring)."""
 
     remembered = False
-    # Its commit is notified to the feed's tails after it (`feed_signal`).
-    announced = False
 
     def __init__(self, conn: AsyncConnection[Any], pipeline: AsyncPipeline, cid: uuid.UUID) -> None:
         self.conn = conn

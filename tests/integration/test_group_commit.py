@@ -111,9 +111,9 @@ async def test_an_append_the_database_refuses_fails_alone(
     version = (await repository.get_conversation(bad)).version
     statements: list[set[uuid.UUID]] = []
 
-    def recorded(appends: list[GuardedAppend], **options: Any) -> tuple[str, dict[str, Any]]:
+    def recorded(appends: list[GuardedAppend]) -> tuple[str, dict[str, Any]]:
         statements.append({a.conversation_id for a in appends})
-        return statement(appends, **options)
+        return statement(appends)
 
     monkeypatch.setattr(group_commit, "statement", recorded)
 
@@ -185,7 +185,7 @@ def test_every_append_in_a_statement_names_its_conversation() -> None:
     assert "FOR NO KEY UPDATE SKIP LOCKED" in text
     assert str(a) in params["events"]
     assert str(b) in params["events"]
-    assert set(params) == {"heads", "events", "notify"}
+    assert set(params) == {"heads", "events"}
 
 
 def test_a_lone_append_names_its_head_by_parameters() -> None:
