@@ -360,8 +360,9 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
     flush()
     return Changes(
         steps=tuple(steps),
-        head=replace(
-            head,
+        # Every field anew, so built directly: `dataclasses.replace` reads
+        # the class's fields on every call, once per append.
+        head=ViewHead(
             next_seq=next_seq,
             current_batch=current_batch,
             role_counts=counts,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,9 +75,9 @@ class Remembered:
             and lookups.answered_call_ids <= self.pending.keys()
         )
 
-    def after(self, write: Write, stream_version: int) -> Remembered | None:
-        """What is known after `write` (an append at `stream_version`), if
-        still worth keeping."""
+    def after(self, write: Write, stream_version: int, strikes: int = 0) -> Remembered | None:
+        """What is known after `write` (an append at `stream_version`), with
+        `strikes`, if still worth keeping."""
         pending = dict(self.pending)
         for step in write.changes.steps:
             assert isinstance(step, AppendMessages)
@@ -93,6 +93,7 @@ class Remembered:
             version=stream_version + len(write.events),
             head=write.changes.head,
             pending=pending,
+            strikes=strikes,
         )
 
 
@@ -227,22 +228,18 @@ class RememberedHeads:
         append (the next one can then go out in one round trip), else
         leave it forgotten (`take`)."""
         if isinstance(session, OptimisticSession):
-            written = session.written
-            previous = session.memory
-            after = None if written is None else previous.after(written, previous.version)
-            came_between = False  # the guard held
+            written, memory = session.written, session.memory
+            # The guard held: no other write came between.
+            strikes = _strikes(memory, came_between=False)
+            after = None if written is None else memory.after(written, memory.version, strikes)
         else:
-            after = _after_locked(session, previous)
             stream = session.stream
             came_between = (
                 previous is not None and stream is not None and previous.version != stream.version
             )
+            after = _after_locked(session, previous, _strikes(previous, came_between=came_between))
         if after is None:
             return
-        # Another write between this storage's appends is a strike; an
-        # append with none between takes one off.
-        strikes = 0 if previous is None else previous.strikes + (1 if came_between else -1)
-        after = replace(after, strikes=max(0, min(MAX_STRIKES, strikes)))
         heads = self._heads
         known = heads.get(conversation_id)
         if known is not None and known.version > after.version:
@@ -253,7 +250,17 @@ class RememberedHeads:
             heads.popitem(last=False)
 
 
-def _after_locked(session: WriteSession, previous: Remembered | None) -> Remembered | None:
+def _strikes(previous: Remembered | None, *, came_between: bool) -> int:
+    """Another write between this storage's appends is a strike; an append
+    with none between takes one off."""
+    if previous is None:
+        return 0
+    return max(0, min(MAX_STRIKES, previous.strikes + (1 if came_between else -1)))
+
+
+def _after_locked(
+    session: WriteSession, previous: Remembered | None, strikes: int
+) -> Remembered | None:
     """What to remember after an append under the lock committed: the row
     as it now is, and the unanswered calls the session knows of."""
     write, stream = session.written, session.stream
@@ -264,4 +271,4 @@ def _after_locked(session: WriteSession, previous: Remembered | None) -> Remembe
         previous = Remembered(
             tenant=stream.tenant, version=stream.version, head=stream.head, pending=pending
         )
-    return previous.after(write, stream.version)
+    return previous.after(write, stream.version, strikes)

@@ -91,6 +91,8 @@ class Appends(WritePath):
                 },
             )
 
+        # Without a key or client ids there is no earlier attempt to find.
+        retry = replay if request is not None or ids else None
         for optimistic in (True, False):
             try:
                 return await self._write(
@@ -100,7 +102,7 @@ class Appends(WritePath):
                     expected_version=expected_version,
                     lookups=lookups,
                     optimistic=optimistic,
-                    replay=replay,
+                    replay=retry,
                     request=request,
                 )
             except StaleHead:

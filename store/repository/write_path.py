@@ -193,7 +193,13 @@ async def record(
     request: tuple[str, str] | None = None,
 ) -> list[Recorded]:
     """Write `events` after the stream's version, with their views."""
-    await _check_client_ids(session, events)
+    ids = [
+        e.message.client_message_id
+        for e in events
+        if isinstance(e, MessageAppended) and e.message.client_message_id is not None
+    ]
+    if ids:  # (most appends have none: no coroutine to run)
+        await _check_client_ids(session, ids)
     recorded = [
         Recorded(version=stream.version + i, recorded_at=stream.now, event=event)
         for i, event in enumerate(events, start=1)
@@ -228,15 +234,8 @@ async def record(
     return recorded
 
 
-async def _check_client_ids(session: WriteSession, events: Sequence[DomainEvent]) -> None:
+async def _check_client_ids(session: WriteSession, ids: list[str]) -> None:
     """A client message id names one message of the conversation, ever."""
-    ids = [
-        e.message.client_message_id
-        for e in events
-        if isinstance(e, MessageAppended) and e.message.client_message_id is not None
-    ]
-    if not ids:
-        return
     taken = sorted(
         {i for i in ids if ids.count(i) > 1} | set(await session.messages_by_client_id(ids))
     )

@@ -41,6 +41,9 @@ async def _wire(storage: PostgresStorage, call: Callable[[], Awaitable[Any]]) ->
     # The feed's NOTIFY after the previous write (store.postgres.feed_signal)
     # goes out on the pool's one connection: let it go before tracing.
     await asyncio.sleep(4 * NOTIFY_DELAY)
+    notifier = storage._feed_signal._notifier
+    if notifier is not None:  # still sending, on a loaded machine
+        await notifier
     with tempfile.TemporaryFile("w+") as trace:
         async with storage.pool.connection() as conn:
             conn.pgconn.trace(trace.fileno())
