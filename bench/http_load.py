@@ -22,7 +22,8 @@ bodies serialized with orjson before the clock starts.
 - append: `POST /conversations/{id}/messages`, one message (~400 chars; a tool
   call and its result every 5th turn, as bench.workload's conversation) with
   the expected version; vs `Repository.append_messages` of the same messages
-  in this process (its pool the server's size, 10), vs raw async psycopg
+  in this process (its pool the server's size, 10, opened as the server's: one
+  connection, more when callers wait), vs raw async psycopg
   `INSERT`+`COMMIT` of the same JSON (one connection per client). With one
   worker the three take turns level by level; the 2-worker server runs
   after it, against the same baselines.
@@ -611,7 +612,11 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
     open_loops: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="convo-bench-http-") as tmp:
         log_path = Path(tmp) / "serve.log"
-        async with open_repository(url, settings, pool_size=SERVER_POOL) as repository:
+        # Opened as the server opens its own (one connection, more when callers
+        # wait): opened all up front, one client's calls went to each of the ten
+        # in turn and found its server backend cold (docs/bench-methods.md),
+        # which the server's single busy connection never does.
+        async with open_repository(url, settings, pool_size=SERVER_POOL, min_size=1) as repository:
             count = max(CONCURRENCY)
             print(f"{count} conversations of {ASSEMBLE_MESSAGES:,} messages ...", flush=True)
             sides = Sides(url, settings, repository, await long_conversations(repository, count))
