@@ -26,8 +26,8 @@ From the outside in, in this order:
 
 These were six ASGI layers, each a coroutine, a wrapped `send` and a parse
 of the request's headers per request, and gzip's identity responder an
-object and a normalization of its excluded types per request: together
-about a fifth of an append's CPU in the server (docs/http-api.md, "Speed").
+object and a normalization of its excluded types per request (what they
+cost: docs/http-api.md, "Speed").
 Here the headers are read once, and the three inner steps are one
 coroutine with one wrapped `send`. Every non-HTTP scope (the lifespan, a
 websocket) goes straight to the app, as each layer passed it on before.
