@@ -59,6 +59,7 @@ def limit_of(param: str) -> str:
 
 # --- a message ------------------------------------------------------------------------
 
+
 # The events' JSON comes back whole (`json` is returned as stored: no
 # server-side rendering, which for `jsonb` was a large share of a whole
 # window's read; docs/storage.md, "Tables"); the reader takes the message
@@ -69,10 +70,16 @@ def limit_of(param: str) -> str:
 # the planner hashed the conversation's events a second time for a whole
 # window (docs/storage.md, "Whole-window reads"), or probed the key with a
 # null for every row of a short read.
-EDIT = (
-    "CASE WHEN m.edit_version IS NOT NULL THEN (SELECT ed.data FROM events AS ed"
-    " WHERE ed.conversation_id = m.conversation_id AND ed.version = m.edit_version) END"
-)
+def edit_of(row: str) -> str:
+    """The latest edit's content of the message whose edit `row` points at."""
+    return (
+        f"CASE WHEN {row}.edit_version IS NOT NULL THEN (SELECT ed.data FROM events AS ed"
+        f" WHERE ed.conversation_id = {row}.conversation_id AND ed.version = {row}.edit_version)"
+        " END"
+    )
+
+
+EDIT = edit_of("m")
 MESSAGE_COLUMNS = (
     f"m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data, {EDIT}, m.pinned"
 )
@@ -95,11 +102,18 @@ MESSAGE_COLUMNS = (
 JOINED_EVENTS = (
     " JOIN events AS e ON e.conversation_id = m.conversation_id AND e.version = m.event_version"
 )
-PROBE_EVENTS = (
-    " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
-    " WHERE e.conversation_id = m.conversation_id AND e.version = m.event_version"
-    " OFFSET 0) AS e ON true"
-)  # OFFSET 0: it stays a probe per message, not a join the planner may hash
+
+
+def probe_events_of(row: str) -> str:
+    """The event `row` points at, probed by key (`PROBE_EVENTS`)."""
+    return (
+        " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
+        f" WHERE e.conversation_id = {row}.conversation_id AND e.version = {row}.event_version"
+        " OFFSET 0) AS e ON true"
+    )  # OFFSET 0: it stays a probe per message, not a join the planner may hash
+
+
+PROBE_EVENTS = probe_events_of("m")
 
 # --- a batch's members ------------------------------------------------------------------
 
@@ -126,3 +140,11 @@ CARRIED = (
     " WHERE m.conversation_id = b.conversation_id AND m.seq = b.seq OFFSET 0) AS m ON true"
 )
 MEMBER_SOURCES = (ARRIVED, CARRIED)
+
+# A carried member as a payload build reads it: its own row holds its
+# message's agent, event and latest edit (migration 0021), so only the
+# event is looked up, not the message's row too. That look-up was half of
+# what a compacted window's read cost the server (docs/storage.md, "Batch
+# membership").
+CARRIED_BODIES = f"batch_carried AS b{probe_events_of('b')}"
+CARRIED_EDIT = edit_of("b")

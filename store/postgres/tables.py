@@ -137,7 +137,16 @@ batch_carried = Table(
     required("batch", Integer),
     required("sort_key", Numeric),
     required("seq", BigInteger),
+    # What a payload build needs of the message, beside it (migration
+    # 0021): whose it is, its event and its latest edit's, so a compacted
+    # window's bodies are found from these rows alone, without a look-up of
+    # each message's row. An edit updates `edit_version` here too.
+    required("agent_id", Text),
+    required("event_version", BigInteger),
+    optional("edit_version", BigInteger),
     PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_carried"),
+    # An edit finds the rows of the message it edits, in every batch.
+    Index("ix_batch_carried_seq", "conversation_id", "seq"),
 )
 
 tool_calls = Table(

@@ -16,6 +16,8 @@ from typing import Any
 from store.postgres.shared_sql import (
     ARRIVED,
     CARRIED,
+    CARRIED_BODIES,
+    CARRIED_EDIT,
     CONVERSATION_COLUMNS,
     EDIT,
     JOINED_EVENTS,
@@ -130,21 +132,29 @@ _EVERY_WINDOW_COLUMNS = (
 _WINDOW_OUTPUT = "seq, batch, role_ordinal, token_estimate, recorded_at, body, edit, pinned"
 
 
-def _gated(branches: list[Branch], columns: str, tail: str = "") -> str:
+def _gated(branches: list[Branch], columns: str | list[str], tail: str = "") -> str:
     """Branches of which only those whose gate holds run, as one UNION ALL:
     each `SELECT columns FROM ... WHERE ...tail` under its gate, a test
     evaluated once before the branch starts (a one-time filter above it),
-    so a branch whose gate is false never starts. `tail`: the branch's
-    ORDER BY/LIMIT, or OFFSET 0 to keep the planner from flattening it into
-    the gate's level."""
+    so a branch whose gate is false never starts. `columns`: the same for
+    every branch, or each branch's own. `tail`: the branch's ORDER BY/LIMIT,
+    or OFFSET 0 to keep the planner from flattening it into the gate's
+    level."""
+    each = [columns] * len(branches) if isinstance(columns, str) else columns
     return " UNION ALL ".join(
-        f"(SELECT * FROM (SELECT {columns} FROM {from_} WHERE {' AND '.join(conditions)}{tail})"
+        f"(SELECT * FROM (SELECT {cols} FROM {from_} WHERE {' AND '.join(conditions)}{tail})"
         f" AS branch WHERE {gate})"
-        for from_, conditions, gate in branches
+        for (from_, conditions, gate), cols in zip(branches, each, strict=True)
     )
 
 
-def _one_of(branches: list[Branch], output: str, *, page: bool) -> str:
+def _one_of(
+    branches: list[Branch],
+    output: str,
+    *,
+    page: bool,
+    columns: str | list[str] = _EVERY_WINDOW_COLUMNS,
+) -> str:
     """A window read as gated branches (`_gated`).
 
     `page`: from past `%(after)s`, at most `%(limit)s`, in window order,
@@ -164,7 +174,7 @@ def _one_of(branches: list[Branch], output: str, *, page: bool) -> str:
         output, limit = f"{output}, window_key", " ORDER BY b.sort_key LIMIT %(limit)s"
     union = _gated(
         [(from_, [*conditions, *after], gate) for from_, conditions, gate in branches],
-        _EVERY_WINDOW_COLUMNS,
+        columns,
         f"{limit} OFFSET 0",
     )
     if not page:
@@ -251,11 +261,40 @@ def agent_window_in(output: str, *, first: bool) -> str:
     branches = (
         [_first_batch(_STILL_IN_BATCH)] if first else _later_batch("%(batch)s", _STILL_IN_BATCH)
     )
+    return _or_where_it_is(_one_of(branches, output, page=False), output)
+
+
+def _or_where_it_is(window: str, output: str) -> str:
+    """`window`, or the row that names the batch the window is in instead
+    (`agent_window_in`)."""
     nulls = ", ".join(["NULL"] * (len(output.split(",")) + 1))
     return (
-        f"{_one_of(branches, output, page=False)} UNION ALL"
+        f"{window} UNION ALL"
         f" SELECT {nulls}, {_READABLE_BATCH_OF_AGENT} WHERE ({_STILL_IN_BATCH}) IS NOT TRUE"
     )
+
+
+# What the assembler reads of each message: its body, its latest edit and its
+# window key (`reads.assembly_input`). A carried member's come from its own
+# row (`shared_sql.CARRIED_BODIES`), an arrival's from its message's.
+_BODIES = "body, edit"
+_ARRIVAL_BODY = f"m.seq, e.data AS body, {EDIT} AS edit, b.sort_key AS window_key"
+_CARRIED_BODY = f"b.seq, e.data AS body, {CARRIED_EDIT} AS edit, b.sort_key AS window_key"
+
+
+def bodies_in(*, first: bool) -> str:
+    """`agent_window_in(_BODIES, first=first)`, reading only the bodies:
+    a later batch's carried members without their messages' rows."""
+    if first:
+        branches, columns = [_first_batch(_STILL_IN_BATCH)], [_ARRIVAL_BODY]
+    else:
+        batch = ["b.conversation_id = %(cid)s", "b.batch = %(batch)s"]
+        branches = [
+            (f"{ARRIVED}{PROBE_EVENTS}", [*batch, "m.agent_id = %(agent)s"], _STILL_IN_BATCH),
+            (CARRIED_BODIES, [*batch, "b.agent_id = %(agent)s"], _STILL_IN_BATCH),
+        ]
+        columns = [_ARRIVAL_BODY, _CARRIED_BODY]
+    return _or_where_it_is(_one_of(branches, _BODIES, page=False, columns=columns), _BODIES)
 
 
 def moved_to(rows: list[tuple[Any, ...]]) -> tuple[bool, int | None]:
@@ -326,6 +365,6 @@ COUNT_IN_WINDOW = (
 
 
 # The assembler's input: the agent's window, bodies only (and each one's key).
-ASSEMBLY_WINDOW = {first: agent_window_in("body, edit", first=first) for first in (True, False)}
+ASSEMBLY_WINDOW = {first: bodies_in(first=first) for first in (True, False)}
 # `visible_window(agent_id=...)`: the agent's window as StoredMessage rows.
 AGENT_WINDOW = {first: agent_window_in(_WINDOW_OUTPUT, first=first) for first in (True, False)}

@@ -77,9 +77,16 @@ INSERT_BATCH = (
 # boundary on and the retained messages — of its agent, when it is one
 # agent's window: O(source batch). They are carried over as rows of their
 # own; what arrives in the new batch later is a member by its own row.
-COPY_MEMBERS = "INSERT INTO batch_carried (conversation_id, batch, sort_key, seq) " + (
+# Each with what a payload build reads of its message (`tables.batch_carried`;
+# a member inserted without them, by a release before migration 0021, gets
+# them from its message by the migration's trigger).
+COPY_MEMBERS = (
+    "INSERT INTO batch_carried"
+    " (conversation_id, batch, sort_key, seq, agent_id, event_version, edit_version) "
+) + (
     " UNION ALL ".join(
-        f"SELECT b.conversation_id, %(batch)s, b.sort_key, b.seq FROM {source}"
+        f"SELECT b.conversation_id, %(batch)s, b.sort_key, b.seq, m.agent_id, m.event_version,"
+        f" m.edit_version FROM {source}"
         " WHERE b.conversation_id = %(cid)s AND b.batch = %(source)s"
         " AND (b.sort_key >= %(boundary)s OR b.seq = ANY(%(retained)s))"
         " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"

@@ -459,6 +459,28 @@ async def test_replace_updates_the_token_estimate(
     assert (message.content, message.token_estimate) == (edited.content, edited.token_estimate)
 
 
+async def test_edits_of_carried_messages_reach_the_window_and_its_payload(
+    repository: Repository, conversation_id: str
+) -> None:
+    # A carried member's edit is read from the member's own row on
+    # PostgreSQL (migration 0021): made before the batch operation, it is
+    # copied with the member; made after, it is followed there.
+    await append_texts(repository, conversation_id, "U", "A", "U", "A")
+    await repository.replace(conversation_id, 4, "the answer, edited before")
+    await repository.start_batch(conversation_id, 3)  # batch 2 carries [3, 4]
+    await repository.replace(conversation_id, 3, "the question, edited after")
+    window = await repository.visible_window(conversation_id)
+    assert [(m.seq, m.content, m.edited) for m in window] == [
+        (3, "the question, edited after", True),
+        (4, "the answer, edited before", True),
+    ]
+    payload = (await repository.assemble(conversation_id, format="openai-chat")).payload
+    assert [m["content"] for m in payload["messages"]] == [
+        "the question, edited after",
+        "the answer, edited before",
+    ]
+
+
 # --- rollback and reading older batches --------------------------------------------
 
 

@@ -1,0 +1,77 @@
+"""A carried member points at its message's event (migration 0021): its
+row's `agent_id`, `event_version` and `edit_version` are its message's,
+however the member and the edits came to be, so that a payload build can
+read a compacted window's bodies from the members alone
+(`window_sql.bodies_in`)."""
+
+from __future__ import annotations
+
+from hosting.settings import Settings
+from store.domain.messages import Message
+from store.repository import Repository
+from tests.integration.test_forks import rich_parent
+from tests.integration.test_membership_migration import migrate_to, table_rows
+
+MISMATCHED = (
+    "SELECT b.conversation_id, b.batch, b.seq, b.agent_id, b.event_version, b.edit_version,"
+    " m.agent_id, m.event_version, m.edit_version"
+    " FROM batch_carried AS b JOIN messages AS m USING (conversation_id, seq)"
+    " WHERE (b.agent_id, b.event_version, b.edit_version)"
+    " IS DISTINCT FROM (m.agent_id, m.event_version, m.edit_version)"
+)
+CARRIED = "SELECT count(*) FROM batch_carried"
+
+
+async def _compacted_and_edited(repository: Repository) -> str:
+    """Batches of two agents (`rich_parent`), then edits of carried members
+    and another batch operation over them."""
+    cid = await rich_parent(repository)
+    for member in await repository.visible_window(cid, agent_id="main"):
+        if member.role == "user" and member.batch == 1 and member.seq % 2:
+            await repository.replace(cid, member.seq, f"edited {member.seq}")
+    await repository.append_messages(cid, [Message(role="user", content="one more")])
+    window = await repository.visible_window(cid, agent_id="main")
+    await repository.start_batch(
+        cid, window[len(window) // 2].seq, retain=[window[0].seq], adjust=True, agent_id="main"
+    )
+    return cid
+
+
+async def test_every_member_points_at_what_its_message_does(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    await _compacted_and_edited(repository)
+    assert table_rows(database_url, settings, CARRIED)[0][0] > 0
+    edited = "SELECT count(*) FROM batch_carried WHERE edit_version IS NOT NULL"
+    assert table_rows(database_url, settings, edited)[0][0] > 0
+    assert table_rows(database_url, settings, MISMATCHED) == []
+
+
+async def test_a_member_written_without_them_takes_them_from_its_message(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    # As a release from before 0021 writes a batch operation's members,
+    # during a deploy that runs it beside this one.
+    cid = await _compacted_and_edited(repository)
+    copy = (
+        "INSERT INTO batch_carried (conversation_id, batch, sort_key, seq)"
+        " SELECT conversation_id, 99, sort_key, seq FROM batch_carried"
+        " WHERE batch = (SELECT max(batch) FROM batch_carried) RETURNING 1"
+    )
+    assert table_rows(database_url, settings, copy)
+    assert table_rows(database_url, settings, MISMATCHED) == []
+    assert (await repository.assemble(cid, format="openai-chat")).payload
+
+
+async def test_the_migration_fills_the_members_written_before_it(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    cid = await _compacted_and_edited(repository)
+    payload = (await repository.assemble(cid, format="anthropic")).payload
+    carried = table_rows(database_url, settings, CARRIED)
+
+    migrate_to(database_url, settings, "0020_search_substring_grams", down=True)
+    migrate_to(database_url, settings, "head")
+    assert table_rows(database_url, settings, CARRIED) == carried
+    assert table_rows(database_url, settings, MISMATCHED) == []
+    assert (await repository.assemble(cid, format="anthropic")).payload == payload
