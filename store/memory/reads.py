@@ -262,15 +262,20 @@ class MemoryReads:
         row = self._readable(conversation_id, tenant)
         profile, slots = await self.agent(conversation_id, tenant, agent_id)
         seqs = seqs_of(self._window_members(conversation_id, row, None, agent_id))
-        views = self._tables.views[conversation_id]
-        rows = []  # as the PostgreSQL storage reads them: each event's JSON
+        tables, views = self._tables, self._tables.views[conversation_id]
+        # As the PostgreSQL storage reads them: each event's JSON, its
+        # position and the edit's version (`StoredWindow`).
+        rows = []
         for seq in seqs:
-            body = event_record(
-                self._tables, conversation_id, views.messages[seq].event_version
-            ).data
+            appended = event_record(tables, conversation_id, views.messages[seq].event_version)
             edit = views.edits.get(seq)
             rows.append(
-                (body, event_record(self._tables, conversation_id, edit).data if edit else None)
+                (
+                    appended.data,
+                    event_record(tables, conversation_id, edit).data if edit else None,
+                    appended.position,
+                    edit or 0,
+                )
             )
         return AssemblyInput(window=StoredWindow(rows), profile=profile, slots=slots)
 

@@ -96,7 +96,7 @@ JOINED_EVENTS = (
     " JOIN events AS e ON e.conversation_id = m.conversation_id AND e.version = m.event_version"
 )
 PROBE_EVENTS = (
-    " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
+    " JOIN LATERAL (SELECT e.position, e.recorded_at, e.data FROM events AS e"
     " WHERE e.conversation_id = m.conversation_id AND e.version = m.event_version"
     " OFFSET 0) AS e ON true"
 )  # OFFSET 0: it stays a probe per message, not a join the planner may hash

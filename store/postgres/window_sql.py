@@ -123,7 +123,8 @@ _NO_OWN = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
 _IN_CURRENT_BATCH = "b.batch = (SELECT current_batch FROM conversations WHERE id = %(cid)s)"
 _EVERY_WINDOW_COLUMNS = (
     "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data AS body,"
-    f" {EDIT} AS edit, m.pinned, b.sort_key AS window_key"
+    f" {EDIT} AS edit, m.pinned, e.position AS body_position,"
+    " coalesce(m.edit_version, 0) AS edit_version, b.sort_key AS window_key"
 )
 # What a window read returns: `MESSAGE_COLUMNS`, by the names above (and, last,
 # the window key: see `_one_of`).
@@ -325,7 +326,12 @@ COUNT_IN_WINDOW = (
 )
 
 
-# The assembler's input: the agent's window, bodies only (and each one's key).
-ASSEMBLY_WINDOW = {first: agent_window_in("body, edit", first=first) for first in (True, False)}
+# The assembler's input: the agent's window, bodies only, each with what
+# names its content (`codec.StoredWindow`: its event's position, its edit's
+# version) and its key.
+ASSEMBLY_WINDOW = {
+    first: agent_window_in("body, edit, body_position, edit_version", first=first)
+    for first in (True, False)
+}
 # `visible_window(agent_id=...)`: the agent's window as StoredMessage rows.
 AGENT_WINDOW = {first: agent_window_in(_WINDOW_OUTPUT, first=first) for first in (True, False)}
