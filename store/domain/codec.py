@@ -365,7 +365,8 @@ class StoredWindow:
 
     A storage's rows go on with what names those two values for good: the
     appending event's position in the log and the edit's version (0: none),
-    by which a message read again is known to be the same."""
+    by which `store.assembler.prefix_cache` knows a message it hashed
+    before."""
 
     rows: Sequence[Sequence[Any]]
 
