@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from hashlib import sha256
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store.assembler.diagnostics import StablePrefix
 from store.domain.codec import (
@@ -58,6 +58,9 @@ from store.domain.codec import (
 from store.domain.json_text import sorted_json
 from store.domain.messages import Message, ToolCall
 from store.domain.tokens import TokenCounter, arguments_text, estimate_messages_tokens
+
+if TYPE_CHECKING:
+    from hashlib import _Hash as Hash
 
 VERSION = "convo-store/stable-prefix/2"
 
@@ -73,8 +76,9 @@ _RECORD_FIELDS = frozenset(
     {"role", "kind", "is_error", "tool_call_id", "tool_calls", "reasoning", "content"}
 )
 # Should a provider-visible field be added to Message or ToolCall, the record
-# above would miss it: hash the whole provider-visible dump instead.
-_EXACT = _PROVIDER_FIELDS == _RECORD_FIELDS and set(ToolCall.model_fields) == {
+# above would miss it: hash the whole provider-visible dump instead (and
+# `feed_rows`, which reads the stored JSON field by field, is not used).
+EXACT = _PROVIDER_FIELDS == _RECORD_FIELDS and set(ToolCall.model_fields) == {
     "id",
     "name",
     "arguments",
@@ -122,7 +126,7 @@ def message_record(message: Message, arguments: Sequence[str] | None = None) -> 
 
     `arguments`: each tool call's `arguments_text`, when already computed.
     """
-    if not _EXACT:
+    if not EXACT:
         return "J" + _field(_json(message.model_dump(mode="json", include=set(_PROVIDER_FIELDS))))
     content = message.content
     calls = message.tool_calls
@@ -200,9 +204,23 @@ def digest_rows(format: str, system_prompt: str | None, rows: Sequence[Sequence[
     text, without making a `Message` of each row, which would cost more
     than the hashing (store.assembler.plain). A row with parts or reasoning, whose record
     needs their models' full JSON, is decoded."""
-    if not _EXACT:
+    if not EXACT:
         return _digest(format, system_prompt, decode_window(rows))
-    digest = sha256(_header(format, system_prompt))
+    digest = prefix_hash(format, system_prompt)
+    feed_rows(digest, rows)
+    return digest.hexdigest()
+
+
+def prefix_hash(format: str, system_prompt: str | None) -> Hash:
+    """The running hash of a prefix of no message yet: its header fed."""
+    return sha256(_header(format, system_prompt))
+
+
+def feed_rows(digest: Hash, rows: Sequence[Sequence[Any]]) -> None:
+    """Feed `digest` the records of the messages stored as `rows`, in order
+    (`digest_rows`'s loop, for a hash that already holds the records of the
+    messages before them: `store.assembler.prefix_cache`). Only while the
+    records are exact (`EXACT`); else `digest_rows` decodes the rows."""
     update = digest.update
     field = _field
     no_content, no_reasoning, no_calls, no_error, no_call_id = stored_defaults(
@@ -232,7 +250,6 @@ def digest_rows(format: str, system_prompt: str | None, rows: Sequence[Sequence[
             f"{field(message.get('tool_call_id', no_call_id))}\n{calls_field}\n0:\n"
             f"s{len(content)}:{content}\n".encode()
         )
-    return digest.hexdigest()
 
 
 def _digest(format: str, system_prompt: str | None, prefix: Sequence[Message]) -> str:
@@ -245,7 +262,7 @@ def _digest(format: str, system_prompt: str | None, prefix: Sequence[Message]) -
     # every message (docs/assembler.md, "What the fingerprint and the
     # renderers cost").
     heads: dict[tuple[Any, ...], tuple[str, str]] = {}
-    exact = _EXACT
+    exact = EXACT
     for message in prefix:
         # A model's fields live in its __dict__: read from it, the look-ups
         # are cheaper than attribute reads.

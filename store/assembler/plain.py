@@ -10,8 +10,9 @@ rows' dicts renders each message and checks that it is plain; the first
 that is not hands the whole window to `assemble`, which decodes it. The
 neutral messages (`Assembly.messages`) are decoded only when read; the
 stable prefix's fingerprint, when read, is hashed off the rows
-(`fingerprint.digest_rows`); the special block is placed on a view that
-decodes only the messages the policy looks at.
+(`fingerprint.digest_rows`, or from the window's last build on:
+`prefix_cache`); the special block is placed on a view that decodes only
+the messages the policy looks at.
 
 OpenAI Chat, OpenAI Responses and Anthropic have plain renderers
 (`_PLAIN`, each a `_Target` told the window's messages one by one; a
@@ -88,6 +89,11 @@ class _Build:
     options: AssembleOptions
 
 
+# How the stable prefix of a plain window is fingerprinted from its rows:
+# `digest_rows`'s signature (format, system prompt, the prefix's rows).
+PrefixDigest = Callable[[str, str | None, Sequence[Row]], str]
+
+
 def assemble_stored(
     window: StoredWindow,
     *,
@@ -95,9 +101,14 @@ def assemble_stored(
     slots: ContextSlots,
     format: ProviderFormat | str,
     options: AssembleOptions | None = None,
+    prefix_digest: PrefixDigest = digest_rows,
 ) -> Assembly:
     """`assemble(window.messages(), ...)`: the same value, rendered from the
-    stored JSON when the window is plain (see the module docstring)."""
+    stored JSON when the window is plain (see the module docstring).
+
+    `prefix_digest`: how a plain window's stable prefix is fingerprinted
+    when read, `digest_rows` or what gives the same digest (a storage's
+    `PrefixCache`, which needs the rows a storage reads)."""
     options = options or AssembleOptions()
     provider = parse_format(format)
     plain = _PLAIN.get(provider)
@@ -105,7 +116,9 @@ def assemble_stored(
         target = plain()
         costs = _render(window.rows, profile.agent_id, target, _smallest_limit(options))
         if costs is not None:
-            return _assembly(window.rows, target, costs, profile, slots, provider, options)
+            return _assembly(
+                window.rows, target, costs, profile, slots, provider, options, prefix_digest
+            )
     return assemble(
         window.messages(), profile=profile, slots=slots, format=provider, options=options
     )
@@ -141,6 +154,7 @@ def _assembly(
     slots: ContextSlots,
     provider: ProviderFormat,
     options: AssembleOptions,
+    prefix_digest: PrefixDigest,
 ) -> Assembly:
     """The assembly of a plain window, `assemble`'s steps on its rendered
     rows: the frame, the special block's place, the prefix, the diagnostics."""
@@ -155,7 +169,7 @@ def _assembly(
     system_prompt = frame.choice.text
     prefix_tokens = sum(costs[:at])
     prefix = StablePrefix.of(
-        functools.partial(digest_rows, provider.value, system_prompt, rows[:at]),
+        functools.partial(prefix_digest, provider.value, system_prompt, rows[:at]),
         tokens=prefix_tokens + (0 if system_prompt is None else approximate_tokens(system_prompt)),
         message_count=at + (system_prompt is not None),
     )

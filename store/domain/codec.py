@@ -361,7 +361,12 @@ class StoredWindow:
     that starts (the message's event JSON, its latest edit's event JSON or
     None). What a payload build reads: most builds render the rows' JSON
     without making a `Message` of each (`store.assembler.plain`); the others
-    decode them (`messages`)."""
+    decode them (`messages`).
+
+    A storage's rows go on with what names those two values for good: the
+    appending event's position in the log and the edit's version (0: none),
+    by which `store.assembler.prefix_cache` knows a message it hashed
+    before."""
 
     rows: Sequence[Sequence[Any]]
 

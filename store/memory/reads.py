@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 
+from store.assembler.prefix_cache import PrefixCache
 from store.domain.codec import StoredWindow, message_text
 from store.domain.context import AgentProfile, ContextSlots, default_profile, slots_from_values
 from store.domain.errors import ConversationDeleted, ConversationNotFound
@@ -33,6 +34,10 @@ class MemoryReads:
     """The storage port's reads of one conversation, and listing and search."""
 
     _tables: Tables
+    # The stable prefixes this storage's windows last had fingerprinted
+    # (`store.assembler.prefix_cache`): one per storage, as the positions its
+    # rows give are of its tables.
+    prefix_cache: PrefixCache
 
     def _readable(self, cid: uuid.UUID, tenant: str) -> StreamRecord:
         row = self._tables.streams.get(cid)
@@ -262,17 +267,24 @@ class MemoryReads:
         row = self._readable(conversation_id, tenant)
         profile, slots = await self.agent(conversation_id, tenant, agent_id)
         seqs = seqs_of(self._window_members(conversation_id, row, None, agent_id))
-        views = self._tables.views[conversation_id]
-        rows = []  # as the PostgreSQL storage reads them: each event's JSON
+        tables, views = self._tables, self._tables.views[conversation_id]
+        # As the PostgreSQL storage reads them: each event's JSON, its
+        # position and the edit's version (`StoredWindow`).
+        rows = []
         for seq in seqs:
-            body = event_record(
-                self._tables, conversation_id, views.messages[seq].event_version
-            ).data
+            appended = event_record(tables, conversation_id, views.messages[seq].event_version)
             edit = views.edits.get(seq)
             rows.append(
-                (body, event_record(self._tables, conversation_id, edit).data if edit else None)
+                (
+                    appended.data,
+                    event_record(tables, conversation_id, edit).data if edit else None,
+                    appended.position,
+                    edit or 0,
+                )
             )
-        return AssemblyInput(window=StoredWindow(rows), profile=profile, slots=slots)
+        return AssemblyInput(
+            window=StoredWindow(rows), profile=profile, slots=slots, prefixes=self.prefix_cache
+        )
 
     async def search_messages(self, tenant: str, query: SearchQuery) -> SearchPage:
         """A scan of the tenant's messages (store.domain.search: the same filters,

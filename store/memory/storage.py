@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+from store.assembler.prefix_cache import PrefixCache
 from store.domain.commands import Limits
 from store.domain.errors import ConversationExists
 from store.domain.feed import ChangedConversation, FeedEvent, FeedPage, scan_limit
@@ -120,6 +121,7 @@ class MemoryStorage(MemoryReads):
 
     def __init__(self) -> None:
         self._tables = Tables()
+        self.prefix_cache = PrefixCache()
         self._locks: dict[uuid.UUID, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._claims: set[str] = set()  # try_claim's names held in this process
         self._stale_heads = 0

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
 
+from store.assembler.prefix_cache import PrefixCache
 from store.domain.codec import StoredWindow, collector_paused, decode_stored_rows
 from store.domain.context import AgentProfile, ContextSlots, default_profile, slots_from_values
 from store.domain.errors import ConversationDeleted, ConversationNotFound
@@ -172,6 +173,7 @@ class ConversationReads(Pooled):
     """The storage port's reads of one conversation (`storage.PostgresStorage`)."""
 
     _known_batches: KnownBatches | None = None
+    _prefix_cache: PrefixCache | None = None
 
     @property
     def known_batches(self) -> KnownBatches:
@@ -179,6 +181,15 @@ class ConversationReads(Pooled):
         if self._known_batches is None:
             self._known_batches = KnownBatches()
         return self._known_batches
+
+    @property
+    def prefix_cache(self) -> PrefixCache:
+        """The stable prefixes this storage's windows last had fingerprinted
+        (`store.assembler.prefix_cache`: one per storage, as the positions
+        its rows give are of its database)."""
+        if self._prefix_cache is None:
+            self._prefix_cache = PrefixCache()
+        return self._prefix_cache
 
     async def _read(
         self,
@@ -525,6 +536,7 @@ class ConversationReads(Pooled):
             window=messages,
             profile=profile_from_rows(agent_id, [] if profile is None else [tuple(profile)]),
             slots=slots_from_values(slots or {}),
+            prefixes=self.prefix_cache,
         )
 
     # --- export (store.repository.export) ---

@@ -107,7 +107,7 @@ JOINED_EVENTS = (
 def probe_events_of(row: str) -> str:
     """The event `row` points at, probed by key (`PROBE_EVENTS`)."""
     return (
-        " JOIN LATERAL (SELECT e.recorded_at, e.data FROM events AS e"
+        " JOIN LATERAL (SELECT e.position, e.recorded_at, e.data FROM events AS e"
         f" WHERE e.conversation_id = {row}.conversation_id AND e.version = {row}.event_version"
         " OFFSET 0) AS e ON true"
     )  # OFFSET 0: it stays a probe per message, not a join the planner may hash

@@ -125,7 +125,8 @@ _NO_OWN = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
 _IN_CURRENT_BATCH = "b.batch = (SELECT current_batch FROM conversations WHERE id = %(cid)s)"
 _EVERY_WINDOW_COLUMNS = (
     "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data AS body,"
-    f" {EDIT} AS edit, m.pinned, b.sort_key AS window_key"
+    f" {EDIT} AS edit, m.pinned, e.position AS body_position,"
+    " coalesce(m.edit_version, 0) AS edit_version, b.sort_key AS window_key"
 )
 # What a window read returns: `MESSAGE_COLUMNS`, by the names above (and, last,
 # the window key: see `_one_of`).
@@ -274,12 +275,20 @@ def _or_where_it_is(window: str, output: str) -> str:
     )
 
 
-# What the assembler reads of each message: its body, its latest edit and its
-# window key (`reads.assembly_input`). A carried member's come from its own
-# row (`shared_sql.CARRIED_BODIES`), an arrival's from its message's.
-_BODIES = "body, edit"
-_ARRIVAL_BODY = f"m.seq, e.data AS body, {EDIT} AS edit, b.sort_key AS window_key"
-_CARRIED_BODY = f"b.seq, e.data AS body, {CARRIED_EDIT} AS edit, b.sort_key AS window_key"
+# What the assembler reads of each message: its body, its latest edit, what
+# names them (its event's position, its edit's version or 0:
+# `codec.StoredWindow`) and its window key (`reads.assembly_input`). A
+# carried member's come from its own row (`shared_sql.CARRIED_BODIES`), an
+# arrival's from its message's.
+_BODIES = "body, edit, body_position, edit_version"
+_ARRIVAL_BODY = (
+    f"m.seq, e.data AS body, {EDIT} AS edit, e.position AS body_position,"
+    " coalesce(m.edit_version, 0) AS edit_version, b.sort_key AS window_key"
+)
+_CARRIED_BODY = (
+    f"b.seq, e.data AS body, {CARRIED_EDIT} AS edit, e.position AS body_position,"
+    " coalesce(b.edit_version, 0) AS edit_version, b.sort_key AS window_key"
+)
 
 
 def bodies_in(*, first: bool) -> str:
@@ -364,7 +373,9 @@ COUNT_IN_WINDOW = (
 )
 
 
-# The assembler's input: the agent's window, bodies only (and each one's key).
+# The assembler's input: the agent's window, bodies only, each with what
+# names its content (`codec.StoredWindow`: its event's position, its edit's
+# version) and its key (`bodies_in`).
 ASSEMBLY_WINDOW = {first: bodies_in(first=first) for first in (True, False)}
 # `visible_window(agent_id=...)`: the agent's window as StoredMessage rows.
 AGENT_WINDOW = {first: agent_window_in(_WINDOW_OUTPUT, first=first) for first in (True, False)}

@@ -28,7 +28,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from store.domain.codec import StoredWindow
 from store.domain.commands import ConversationState, Head
@@ -43,6 +43,9 @@ from store.domain.records import FeedPosition, RecordedEvent
 from store.domain.search import SearchPage, SearchQuery
 from store.domain.values import Batch, Conversation, ToolBlock
 from store.domain.window import WindowEntry
+
+if TYPE_CHECKING:
+    from store.assembler.prefix_cache import PrefixCache
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,11 +307,14 @@ def check_restored_order(version: int, events: Sequence[RestoredEvent]) -> None:
 class AssemblyInput:
     """What a payload build reads, in one go: the agent's visible window
     (as stored: `StoredWindow.messages` decodes it), its profile and its
-    context slots."""
+    context slots; and the storage's `PrefixCache`, whose kept hashes the
+    window's rows can be checked against (one per storage: see
+    `store.assembler.prefix_cache`)."""
 
     window: StoredWindow
     profile: AgentProfile
     slots: ContextSlots
+    prefixes: PrefixCache | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

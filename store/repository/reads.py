@@ -8,6 +8,7 @@ storage a typed page (`store.repository.port`); nothing here writes.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -250,8 +251,14 @@ class Reads(RepositoryPart):
         """The payload of this agent's next LLM call, from its visible window
         and its context slots as they are now."""
         from store.assembler import assemble_stored
+        from store.assembler.fingerprint import digest_rows
 
         found = await self.storage.assembly_input(conversation_id, self.tenant, agent_id)
+        prefix_digest = (
+            digest_rows
+            if found.prefixes is None
+            else functools.partial(found.prefixes.digest, (conversation_id, agent_id))
+        )
         with collector_paused():  # a payload of thousands of small dicts: see store.domain.codec
             return assemble_stored(
                 found.window,
@@ -259,4 +266,5 @@ class Reads(RepositoryPart):
                 slots=found.slots,
                 format=format,
                 options=options,
+                prefix_digest=prefix_digest,
             )
