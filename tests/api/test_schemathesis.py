@@ -38,7 +38,8 @@ from hosting.settings import Settings
 from store.domain.commands import Limits
 from store.memory import MemoryStorage
 
-pytestmark = pytest.mark.slow
+# `schemathesis`: CI runs it on the run that has the shorter list (.ci/run).
+pytestmark = [pytest.mark.slow, pytest.mark.schemathesis]
 
 _keys = MemoryKeys()
 _KEY = _keys.create("acme", "schemathesis")
