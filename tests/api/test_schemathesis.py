@@ -38,8 +38,7 @@ from hosting.settings import Settings
 from store.domain.commands import Limits
 from store.memory import MemoryStorage
 
-# `schemathesis`: CI runs it on the run that has the shorter list (.ci/run).
-pytestmark = [pytest.mark.slow, pytest.mark.schemathesis]
+pytestmark = pytest.mark.slow
 
 _keys = MemoryKeys()
 _KEY = _keys.create("acme", "schemathesis")
