@@ -39,6 +39,14 @@ def statement_steps(
     return run_upgrade, run_downgrade
 
 
+def current_schema() -> str:
+    """The schema a revision runs in, quoted as an identifier: what names its
+    own functions and tables in SQL that runs later under another
+    search_path (an index expression, a trigger)."""
+    name: str = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
+    return name
+
+
 def required(name: str, type_: Any, *more: SchemaItem, **options: Any) -> sa.Column[Any]:
     """A NOT NULL column of a revision's table (as `sa.Column(..., nullable=False)`)."""
     return sa.Column(name, type_, *more, nullable=False, **options)

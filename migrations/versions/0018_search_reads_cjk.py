@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from migrations.steps import current_schema
+
 revision: str = "0018_search_reads_cjk"
 down_revision: str | None = "0017_api_key_expiry"
 
@@ -105,13 +107,8 @@ def _rebuild_unless(create: str, uses: str) -> str:
     )
 
 
-def _schema() -> str:
-    name: str = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
-    return name
-
-
 def upgrade() -> None:
-    schema = _schema()
+    schema = current_schema()
     op.execute(WORDS_FUNCTION.replace("{schema}", schema))
     op.execute(VECTOR_FUNCTION.replace("{schema}", schema))
     # Building the index reads every content event: no statement timeout for it.

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from migrations.steps import current_schema
+
 revision: str = "0020_search_substring_grams"
 down_revision: str | None = "0019_api_key_scope"
 
@@ -66,13 +68,8 @@ TRIGRAM_INDEX = (
 _DEFINITION = "pg_get_indexdef(to_regclass('ix_events_search_substring'))"
 
 
-def _schema() -> str:
-    name: str = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
-    return name
-
-
 def upgrade() -> None:
-    schema = _schema()
+    schema = current_schema()
     op.execute(GRAMS_FUNCTION.replace("{schema}", schema))
     op.execute(GRAMS_QUERY_FUNCTION.replace("{schema}", schema))
     # Building the index reads every content event: no statement timeout for it.

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from alembic import op
 
+from migrations.steps import current_schema
+
 revision: str = "0021_carried_point_at_events"
 down_revision: str | None = "0020_search_substring_grams"
 
@@ -58,11 +60,6 @@ FILL_MEMBER = (
 )
 
 
-def _schema() -> str:
-    name: str = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
-    return name
-
-
 def upgrade() -> None:
     op.execute(
         "ALTER TABLE batch_carried ADD COLUMN agent_id text,"
@@ -78,7 +75,7 @@ def upgrade() -> None:
         " ALTER COLUMN event_version SET NOT NULL"
     )
     op.execute("CREATE INDEX ix_batch_carried_seq ON batch_carried (conversation_id, seq)")
-    schema = _schema()
+    schema = current_schema()
     op.execute(FOLLOW_EDITS.replace("{schema}", schema))
     op.execute(
         "CREATE TRIGGER tg_messages_edit_carried AFTER UPDATE OF edit_version ON messages"

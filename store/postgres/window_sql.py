@@ -125,8 +125,7 @@ _NO_OWN = f"(SELECT {_NO_OWN_WINDOWS} FROM conversations WHERE id = %(cid)s)"
 _IN_CURRENT_BATCH = "b.batch = (SELECT current_batch FROM conversations WHERE id = %(cid)s)"
 _EVERY_WINDOW_COLUMNS = (
     "m.seq, m.batch, m.role_ordinal, m.token_estimate, e.recorded_at, e.data AS body,"
-    f" {EDIT} AS edit, m.pinned, e.position AS body_position,"
-    " coalesce(m.edit_version, 0) AS edit_version, b.sort_key AS window_key"
+    f" {EDIT} AS edit, m.pinned, b.sort_key AS window_key"
 )
 # What a window read returns: `MESSAGE_COLUMNS`, by the names above (and, last,
 # the window key: see `_one_of`).
@@ -297,11 +296,13 @@ def bodies_in(*, first: bool) -> str:
     if first:
         branches, columns = [_first_batch(_STILL_IN_BATCH)], [_ARRIVAL_BODY]
     else:
-        batch = ["b.conversation_id = %(cid)s", "b.batch = %(batch)s"]
-        branches = [
-            (f"{ARRIVED}{PROBE_EVENTS}", [*batch, "m.agent_id = %(agent)s"], _STILL_IN_BATCH),
-            (CARRIED_BODIES, [*batch, "b.agent_id = %(agent)s"], _STILL_IN_BATCH),
+        arrived, _ = _later_batch("%(batch)s", _STILL_IN_BATCH)
+        conditions = [
+            "b.conversation_id = %(cid)s",
+            "b.batch = %(batch)s",
+            "b.agent_id = %(agent)s",
         ]
+        branches = [arrived, (CARRIED_BODIES, conditions, _STILL_IN_BATCH)]
         columns = [_ARRIVAL_BODY, _CARRIED_BODY]
     return _or_where_it_is(_one_of(branches, _BODIES, page=False, columns=columns), _BODIES)
 
