@@ -114,10 +114,12 @@ events = Table(
     # (migration 0015). Statements hand it as text; an assignment cast
     # converts it on insert.
     required("type", ENUM(*EVENT_TYPES, name="event_type", create_type=False)),
-    # The event; a message's body is stored here and only here (the views
-    # reference it: docs/storage.md). `json`, not `jsonb`: the log keeps the
-    # compact JSON it was given (validated, not re-encoded): smaller, and
-    # returned as stored, where `jsonb` is rendered again at every read.
+    # The event; a message's body is stored here (the views reference it:
+    # docs/storage.md), and copied only beside the carried members of the
+    # windows payload builds read (`batch_carried.body`, bounded by them).
+    # `json`, not `jsonb`: the log keeps the compact JSON it was given
+    # (validated, not re-encoded): smaller, and returned as stored, where
+    # `jsonb` is rendered again at every read.
     required("data", JSON),
     required("recorded_at", DateTime(timezone=True), server_default=text("now()")),
     # The writing transaction's id (xid8, stored as bigint: 64-bit xids fit

@@ -23,7 +23,7 @@ from psycopg import AsyncConnection
 from store.domain.errors import StorageFailure
 
 # The newest migration in `migrations/versions`; a new one moves it.
-SCHEMA_REVISION = "0021_carried_point_at_events"
+SCHEMA_REVISION = "0022_carried_bodies"
 
 MIGRATE_COMMAND = "convo migrate"
 

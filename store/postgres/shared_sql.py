@@ -142,9 +142,25 @@ CARRIED = (
 MEMBER_SOURCES = (ARRIVED, CARRIED)
 
 # A carried member as a payload build reads it: its own row holds its
-# message's agent, event and latest edit (migration 0021), so only the
-# event is looked up, not the message's row too. That look-up was half of
-# what a compacted window's read cost the server (docs/storage.md, "Batch
-# membership").
-CARRIED_BODIES = f"batch_carried AS b{probe_events_of('b')}"
+# message's agent, event and latest edit (migration 0021) and, in the
+# windows payload builds read, a copy of its event's body and position
+# (migration 0022), so a compacted window is read from its members' rows
+# alone. A member without the copy (an older batch, or one an older release
+# wrote) has its event looked up by key, only then: a CASE evaluates the
+# branch it takes. Each look-up was most of what a compacted window's read
+# cost the server (docs/storage.md, "Batch membership").
+CARRIED_BODIES = "batch_carried AS b"
+
+
+def _copied_or_looked_up(copy: str, event_column: str) -> str:
+    """A carried member's `copy` column, or its event's `event_column`."""
+    return (
+        f"CASE WHEN b.body IS NULL THEN (SELECT e.{event_column} FROM events AS e"
+        " WHERE e.conversation_id = b.conversation_id AND e.version = b.event_version)"
+        f" ELSE b.{copy} END"
+    )
+
+
+CARRIED_BODY = _copied_or_looked_up("body", "data")
+CARRIED_BODY_POSITION = _copied_or_looked_up("body_position", "position")
 CARRIED_EDIT = edit_of("b")

@@ -41,7 +41,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import JSON, JSONB, UUID
 
 from store.domain.messages import ROLES
 from store.postgres.schema import metadata, optional, required
@@ -144,6 +144,14 @@ batch_carried = Table(
     required("agent_id", Text),
     required("event_version", BigInteger),
     optional("edit_version", BigInteger),
+    # A copy of the event's `data` and `position` (migration 0022), so a
+    # payload build reads a compacted window from these rows alone, without
+    # a look-up of each event. Events never change, so it cannot go stale;
+    # it is kept for the members of the windows payload builds read (a
+    # batch operation fills the new batch's and clears the source batch's),
+    # bounded by the windows, not the history. NULL: the event is looked up.
+    optional("body", JSON),
+    optional("body_position", BigInteger),
     PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_carried"),
     # An edit finds the rows of the message it edits, in every batch.
     Index("ix_batch_carried_seq", "conversation_id", "seq"),

@@ -17,6 +17,8 @@ from store.postgres.shared_sql import (
     ARRIVED,
     CARRIED,
     CARRIED_BODIES,
+    CARRIED_BODY,
+    CARRIED_BODY_POSITION,
     CARRIED_EDIT,
     CONVERSATION_COLUMNS,
     EDIT,
@@ -285,7 +287,8 @@ _ARRIVAL_BODY = (
     " coalesce(m.edit_version, 0) AS edit_version, b.sort_key AS window_key"
 )
 _CARRIED_BODY = (
-    f"b.seq, e.data AS body, {CARRIED_EDIT} AS edit, e.position AS body_position,"
+    f"b.seq, {CARRIED_BODY} AS body, {CARRIED_EDIT} AS edit,"
+    f" {CARRIED_BODY_POSITION} AS body_position,"
     " coalesce(b.edit_version, 0) AS edit_version, b.sort_key AS window_key"
 )
 

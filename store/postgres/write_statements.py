@@ -42,7 +42,7 @@ from store.postgres.append_sql import (
 )
 from store.postgres.forks import COPY_FORKED
 from store.postgres.pooled import json_text
-from store.postgres.shared_sql import MEMBER_SOURCES
+from store.postgres.shared_sql import MEMBER_SOURCES, PROBE_EVENTS
 from store.repository.port import Write
 
 # A statement and its parameters.
@@ -79,19 +79,29 @@ INSERT_BATCH = (
 # own; what arrives in the new batch later is a member by its own row.
 # Each with what a payload build reads of its message (`tables.batch_carried`;
 # a member inserted without them, by a release before migration 0021, gets
-# them from its message by the migration's trigger).
+# them from its message by the migration's trigger), its event's body
+# included (migration 0022).
 COPY_MEMBERS = (
-    "INSERT INTO batch_carried"
-    " (conversation_id, batch, sort_key, seq, agent_id, event_version, edit_version) "
+    "INSERT INTO batch_carried (conversation_id, batch, sort_key, seq, agent_id,"
+    " event_version, edit_version, body, body_position) "
 ) + (
     " UNION ALL ".join(
         f"SELECT b.conversation_id, %(batch)s, b.sort_key, b.seq, m.agent_id, m.event_version,"
-        f" m.edit_version FROM {source}"
+        f" m.edit_version, e.data, e.position FROM {source}{PROBE_EVENTS}"
         " WHERE b.conversation_id = %(cid)s AND b.batch = %(source)s"
         " AND (b.sort_key >= %(boundary)s OR b.seq = ANY(%(retained)s))"
         " AND (%(agent)s::text IS NULL OR m.agent_id = %(agent)s)"
         for source in MEMBER_SOURCES
     )
+)
+# ... and the bodies of the members the window leaves behind in the source
+# batch are dropped: no payload build reads that batch for this window any
+# more, so the copies stay bounded by the windows, not the history. (The
+# batch stays readable: a member without its copy is read from its event.)
+DROP_LEFT_BODIES = (
+    "UPDATE batch_carried SET body = NULL, body_position = NULL"
+    " WHERE conversation_id = %(cid)s AND batch = %(source)s AND body IS NOT NULL"
+    " AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
 )
 
 PIN_MESSAGE = (
@@ -217,7 +227,7 @@ def step_statements(cid: uuid.UUID, step: Step) -> list[Statement]:
                 "boundary": step.boundary,
                 "retained": list(step.retained),
             }
-            return [(INSERT_BATCH, batch), (COPY_MEMBERS, copy)]
+            return [(INSERT_BATCH, batch), (COPY_MEMBERS, copy), (DROP_LEFT_BODIES, copy)]
         case ConfigureAgent():
             params = {
                 "cid": cid,

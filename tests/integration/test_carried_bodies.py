@@ -1,7 +1,8 @@
 """A carried member points at its message's event (migration 0021): its
 row's `agent_id`, `event_version` and `edit_version` are its message's,
-however the member and the edits came to be, so that a payload build can
-read a compacted window's bodies from the members alone
+however the member and the edits came to be; and a member of a window
+payload builds read keeps a copy of its event's body (migration 0022), so
+that a payload build reads a compacted window from the members alone
 (`window_sql.bodies_in`)."""
 
 from __future__ import annotations
@@ -20,6 +21,20 @@ MISMATCHED = (
     " IS DISTINCT FROM (m.agent_id, m.event_version, m.edit_version)"
 )
 CARRIED = "SELECT count(*) FROM batch_carried"
+# Copies that are not their event's.
+UNEQUAL_COPIES = (
+    "SELECT b.batch, b.seq FROM batch_carried AS b JOIN events AS e"
+    " ON e.conversation_id = b.conversation_id AND e.version = b.event_version"
+    " WHERE b.body IS NOT NULL"
+    " AND (b.body::text <> e.data::text OR b.body_position IS DISTINCT FROM e.position)"
+)
+# Members with a copy, by whether their batch is the window of their agent.
+COPIES_BY_WINDOW = (
+    "SELECT b.batch = coalesce((c.agent_batches ->> b.agent_id)::int, c.current_batch),"
+    " count(*), count(b.body), count(b.body_position)"
+    " FROM batch_carried AS b JOIN conversations AS c ON c.id = b.conversation_id"
+    " GROUP BY 1 ORDER BY 1"
+)
 
 
 async def _compacted_and_edited(repository: Repository) -> str:
@@ -70,8 +85,42 @@ async def test_the_migration_fills_the_members_written_before_it(
     payload = (await repository.assemble(cid, format="anthropic")).payload
     carried = table_rows(database_url, settings, CARRIED)
 
+    copies = table_rows(database_url, settings, COPIES_BY_WINDOW)
+
     migrate_to(database_url, settings, "0020_search_substring_grams", down=True)
     migrate_to(database_url, settings, "head")
     assert table_rows(database_url, settings, CARRIED) == carried
     assert table_rows(database_url, settings, MISMATCHED) == []
+    # The upgrade copies the bodies of the current windows' members only.
+    assert table_rows(database_url, settings, COPIES_BY_WINDOW) == copies
+    assert table_rows(database_url, settings, UNEQUAL_COPIES) == []
     assert (await repository.assemble(cid, format="anthropic")).payload == payload
+
+
+async def test_a_window_s_members_keep_their_bodies_and_the_left_batch_s_do_not(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    # Two batch operations of "main": the first batch's carried members are
+    # left behind by the second, and only the current windows keep copies.
+    await _compacted_and_edited(repository)
+    by_window = {row[0]: row[1:] for row in table_rows(database_url, settings, COPIES_BY_WINDOW)}
+    members, bodies, positions = by_window[True]
+    assert members == bodies == positions > 0
+    assert by_window[False][0] > 0
+    assert by_window[False][1:] == (0, 0)
+    assert table_rows(database_url, settings, UNEQUAL_COPIES) == []
+
+
+async def test_a_member_without_its_copy_is_read_from_its_event(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    # As a release from before 0022 writes a batch operation's members.
+    cid = await _compacted_and_edited(repository)
+    payloads = {
+        fmt: (await repository.assemble(cid, format=fmt)).payload
+        for fmt in ("openai-chat", "anthropic")
+    }
+    dropped = "UPDATE batch_carried SET body = NULL, body_position = NULL RETURNING 1"
+    assert table_rows(database_url, settings, dropped)
+    for fmt, payload in payloads.items():
+        assert (await repository.assemble(cid, format=fmt)).payload == payload
