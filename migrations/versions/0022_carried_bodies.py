@@ -12,8 +12,8 @@ window is read from its members' rows alone.
 The copy is of an event, which never changes (an edit is an event of its
 own, `edit_version`), so it cannot go stale. It is kept only for the
 window a payload build reads: a batch operation copies the bodies of the
-members it carries into the new batch and clears those of the members it
-leaves behind in the source batch, so the copies of a conversation are
+members it carries into the new batch and clears those of the batch the
+window leaves, so the copies of a conversation are
 bounded by its current windows, not by its history. A member without one
 (a batch from before this revision, or written by an older release during a
 deploy) is read as before, its event looked up by key.

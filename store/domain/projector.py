@@ -171,6 +171,9 @@ class StartBatch:
     agent_id: str | None
     batch: int
     source_batch: int
+    # The batch the window was in until now: the source, except for a
+    # rollback, which selects from an older batch.
+    left_batch: int
     boundary: Decimal
     summary_seq: int | None
     retained: tuple[int, ...]
@@ -316,6 +319,9 @@ def project(head: ViewHead, recorded: Iterable[Recorded]) -> Changes:
                         agent_id=event.agent_id,
                         batch=event.batch,
                         source_batch=event.source_batch,
+                        left_batch=current_batch
+                        if event.agent_id is None
+                        else agent_batches.get(event.agent_id, current_batch),
                         boundary=event.boundary,
                         summary_seq=event.summary_seq,
                         retained=tuple(event.retained),

@@ -94,13 +94,13 @@ COPY_MEMBERS = (
         for source in MEMBER_SOURCES
     )
 )
-# ... and the bodies of the members the window leaves behind in the source
-# batch are dropped: no payload build reads that batch for this window any
-# more, so the copies stay bounded by the windows, not the history. (The
-# batch stays readable: a member without its copy is read from its event.)
+# ... and the bodies of the members of the batch the window leaves are
+# dropped: no payload build reads that batch for this window any more, so
+# the copies stay bounded by the windows, not the history. (The batch stays
+# readable: a member without its copy is read from its event.)
 DROP_LEFT_BODIES = (
     "UPDATE batch_carried SET body = NULL, body_position = NULL"
-    " WHERE conversation_id = %(cid)s AND batch = %(source)s AND body IS NOT NULL"
+    " WHERE conversation_id = %(cid)s AND batch = %(left)s AND body IS NOT NULL"
     " AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)"
 )
 
@@ -227,7 +227,8 @@ def step_statements(cid: uuid.UUID, step: Step) -> list[Statement]:
                 "boundary": step.boundary,
                 "retained": list(step.retained),
             }
-            return [(INSERT_BATCH, batch), (COPY_MEMBERS, copy), (DROP_LEFT_BODIES, copy)]
+            left = {"cid": cid, "agent": step.agent_id, "left": step.left_batch}
+            return [(INSERT_BATCH, batch), (COPY_MEMBERS, copy), (DROP_LEFT_BODIES, left)]
         case ConfigureAgent():
             params = {
                 "cid": cid,

@@ -111,6 +111,21 @@ async def test_a_window_s_members_keep_their_bodies_and_the_left_batch_s_do_not(
     assert table_rows(database_url, settings, UNEQUAL_COPIES) == []
 
 
+async def test_a_rollback_drops_the_bodies_of_the_window_it_leaves(
+    repository: Repository, database_url: str, settings: Settings
+) -> None:
+    # A rollback selects from an older batch, not from the window it leaves:
+    # main's first batch, while its window is in its second.
+    cid = await _compacted_and_edited(repository)
+    mains = "SELECT batch FROM batches WHERE agent_id = 'main' ORDER BY batch"
+    first, *_ = [row[0] for row in table_rows(database_url, settings, mains)]
+    await repository.rollback_to_batch(cid, first)
+    by_window = {row[0]: row[1:] for row in table_rows(database_url, settings, COPIES_BY_WINDOW)}
+    members, bodies, _ = by_window[True]
+    assert members == bodies > 0
+    assert by_window[False][1:] == (0, 0)
+
+
 async def test_a_member_without_its_copy_is_read_from_its_event(
     repository: Repository, database_url: str, settings: Settings
 ) -> None:
