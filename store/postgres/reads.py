@@ -41,7 +41,6 @@ from store.postgres.pooled import Pool, Pooled, Reader, Row, errors_translated, 
 from store.postgres.replicas import AGENT, ANALYST
 from store.postgres.shared_sql import (
     CONVERSATION,
-    CONVERSATION_COLUMNS,
     MESSAGE_COLUMNS,
     NO_SEQ_ABOVE,
     PROBE_EVENTS,
@@ -85,18 +84,6 @@ PROFILE = (
 
 SLOTS = (
     "SELECT slot, value FROM context_slots WHERE conversation_id = %(cid)s AND agent_id = %(agent)s"
-)
-
-# The assembler's input but the window: CONVERSATION, then the agent's
-# profile (PROFILE's columns as a JSON array, null if it has none) and
-# slots (a JSON object), in one statement rather than three.
-ASSEMBLY_HEAD = (
-    f"SELECT {CONVERSATION_COLUMNS},"
-    " (SELECT json_build_array(is_sub_agent, system_prompt, role_definition)"
-    "  FROM agent_profiles WHERE conversation_id = %(cid)s AND agent_id = %(agent)s),"
-    " (SELECT json_object_agg(slot, value) FROM context_slots"
-    "  WHERE conversation_id = %(cid)s AND agent_id = %(agent)s)"
-    " FROM conversations WHERE id = %(cid)s"
 )
 
 # A conversation's events, as a page of the feed has them (`feed.feed_event`).
@@ -164,6 +151,16 @@ def in_window_order(rows: list[Row]) -> list[Row]:
     return rows
 
 
+def _agent_head_at(rows: list[Row]) -> int:
+    """Where `window_sql.ASSEMBLY`'s row of the agent's profile and slots is
+    among its rows (last, as the server sends a UNION ALL's branches in
+    order; looked for from the end, not assumed)."""
+    for at in range(len(rows) - 1, -1, -1):
+        if rows[at][-2] == window_sql.HEAD_SEQ:
+            return at
+    raise AssertionError("the assembly statement answered no row of the agent's profile")
+
+
 def _window_key(row: Row) -> Any:
     inserted = row[-1]
     return row[-2] if inserted is None else inserted
@@ -211,7 +208,6 @@ class ConversationReads(Pooled):
         decode: Callable[[Row, list[list[Row]]], T],
         *,
         window: tuple[Mapping[bool, str], Mapping[str, Any]] | None = None,
-        head: str = CONVERSATION,
         reader: Reader = AGENT,
     ) -> tuple[Row, T]:
         """`_read`, the rows made into values by `decode(row, found)`: the
@@ -229,10 +225,6 @@ class ConversationReads(Pooled):
         process's batch operation) is read again from the batch it is in:
         one round trip more, on this read only.
 
-        `head`: the conversation's row as read (`CONVERSATION`, or a
-        statement whose columns start as its do), its parameters `window`'s
-        if given, else the conversation's id alone.
-
         `reader`: whose read it is, which decides the server that answers
         it (`replicas`): an agent's sees its own writes."""
 
@@ -240,9 +232,7 @@ class ConversationReads(Pooled):
             with contextlib.ExitStack() as pause:
                 async with pooled(pool) as conn:
                     async with conn.pipeline():
-                        first = await conn.execute(
-                            head, {"cid": conversation_id} if window is None else window[1]
-                        )
+                        first = await conn.execute(CONVERSATION, {"cid": conversation_id})
                         cursors = [await conn.execute(s, p) for s, p in statements]
                         if window is not None:
                             statements_by_first, params = window
@@ -516,24 +506,38 @@ class ConversationReads(Pooled):
     async def assembly_input(
         self, conversation_id: uuid.UUID, tenant: str, agent_id: str
     ) -> AssemblyInput:
-        params = {"cid": conversation_id, "agent": agent_id}
+        """The agent's window and what else the assembler reads, in one
+        statement (`window_sql.ASSEMBLY`): the window's rows, sorted (the
+        assembler renders a plain window from their JSON, decoding none:
+        store.assembler.plain), and the row of the agent's profile and
+        slots. Whether the conversation may be read is the window's gate:
+        if not, the window's row says so and `_window_again` raises why. The
+        collector is paused from the rows to the window, as `_read_into`
+        pauses it."""
+        params = {"cid": conversation_id, "agent": agent_id, "tenant": tenant}
 
-        # The window stays its rows (sorted): the assembler renders a plain
-        # window from their JSON, decoding none (store.assembler.plain).
-        def decode(_: Row, found: list[list[Row]]) -> StoredWindow:
-            return StoredWindow(in_window_order(found[0]))
+        async def read(pool: Pool) -> tuple[Row, StoredWindow]:
+            with contextlib.ExitStack() as pause:
+                async with pooled(pool) as conn:
+                    batch = self.known_batches.batch(conversation_id, agent_id)
+                    cursor = await conn.execute(
+                        window_sql.ASSEMBLY[batch == 1], {**params, "batch": batch}
+                    )
+                    pause.enter_context(collector_paused())
+                    rows = await cursor.fetchall()
+                    head = rows.pop(_agent_head_at(rows))
+                    again = window_sql.ASSEMBLY_WINDOW  # the profile is read: the window only
+                    rows = await self._window_again(
+                        conn, conversation_id, tenant, rows, batch, again, params
+                    )
+                window = StoredWindow(in_window_order(rows))
+                del rows
+            return head, window
 
-        row, messages = await self._read_into(
-            conversation_id,
-            tenant,
-            [],
-            decode,
-            window=(window_sql.ASSEMBLY_WINDOW, params),
-            head=ASSEMBLY_HEAD,
-        )
-        profile, slots = row[-2:]
+        with errors_translated(conversation_id):
+            (profile, slots, *_), window = await self._routed(AGENT, conversation_id, read)
         return AssemblyInput(
-            window=messages,
+            window=window,
             profile=profile_from_rows(agent_id, [] if profile is None else [tuple(profile)]),
             slots=slots_from_values(slots or {}),
             prefixes=self.prefix_cache,

@@ -381,5 +381,19 @@ COUNT_IN_WINDOW = (
 # names its content (`codec.StoredWindow`: its event's position, its edit's
 # version) and its key (`bodies_in`).
 ASSEMBLY_WINDOW = {first: bodies_in(first=first) for first in (True, False)}
+# The rest of the assembler's input, as one more row of the window's
+# statement: the agent's profile (its columns as a JSON array, null if it
+# has none) and slots (a JSON object) in the first two columns, and in the
+# seq's place `HEAD_SEQ`, which no message has (seqs start at 1). One
+# statement, not a pipeline of two: the driver's pipeline was a fifth of
+# what a small build cost this process (`reads.assembly_input`).
+HEAD_SEQ = 0
+_AGENT_HEAD = (
+    "SELECT (SELECT json_build_array(is_sub_agent, system_prompt, role_definition)"
+    " FROM agent_profiles WHERE conversation_id = %(cid)s AND agent_id = %(agent)s),"
+    " (SELECT json_object_agg(slot, value) FROM context_slots"
+    f" WHERE conversation_id = %(cid)s AND agent_id = %(agent)s), NULL, NULL, {HEAD_SEQ}, NULL"
+)
+ASSEMBLY = {first: f"{ASSEMBLY_WINDOW[first]} UNION ALL {_AGENT_HEAD}" for first in (True, False)}
 # `visible_window(agent_id=...)`: the agent's window as StoredMessage rows.
 AGENT_WINDOW = {first: agent_window_in(_WINDOW_OUTPUT, first=first) for first in (True, False)}

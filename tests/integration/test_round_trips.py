@@ -239,9 +239,9 @@ async def test_a_conversation_written_in_turns_by_two_processes_costs_no_extra_r
 async def test_a_payload_is_one_round_trip_once_its_window_is_found(
     storage: PostgresStorage, database_url: str
 ) -> None:
-    """The conversation's row with the agent's profile and slots, and its window
-    from the batch this storage last found it in, in one sync
-    (store.postgres.known_batches). A window moved by another process is
+    """The agent's window from the batch this storage last found it in
+    (store.postgres.known_batches), with its profile and slots, in one
+    statement (window_sql.ASSEMBLY). A window moved by another process is
     read again where it went: one round trip more, once."""
     repository = Repository(storage)
     plain = await repository.create_conversation()
@@ -249,18 +249,20 @@ async def test_a_payload_is_one_round_trip_once_its_window_is_found(
     for conversation in (plain, moved):
         await repository.append_messages(conversation.id, [user(f"m{i}") for i in range(10)])
     await repository.start_batch(moved.id, 6)
-    # Each statement shape prepared (its first use parses it apart).
-    for conversation in (plain, moved):
+    # Each statement shape prepared (its first use parses it apart): the
+    # moved window's first build reads batch 1 and then its own, and only
+    # the second reads it with the profile.
+    for conversation in (plain, moved, moved):
         await repository.assemble(conversation.id)
 
-    assert await _wire(storage, lambda: repository.assemble(plain.id)) == (1, 2)
-    assert await _wire(storage, lambda: repository.assemble(moved.id)) == (1, 2)
+    assert await _wire(storage, lambda: repository.assemble(plain.id)) == (1, 1)
+    assert await _wire(storage, lambda: repository.assemble(moved.id)) == (1, 1)
     other = await PostgresStorage.connect(database_url, min_size=1, max_size=1)
     try:
         await Repository(other).start_batch(moved.id, 8)
     finally:
         await other.close()
     # Not in the batch it was: read again there, and remembered.
-    assert await _wire(storage, lambda: repository.assemble(moved.id)) == (2, 3)
-    assert await _wire(storage, lambda: repository.assemble(moved.id)) == (1, 2)
+    assert await _wire(storage, lambda: repository.assemble(moved.id)) == (2, 2)
+    assert await _wire(storage, lambda: repository.assemble(moved.id)) == (1, 1)
     assert len((await repository.assemble(moved.id)).payload["messages"]) == 3
