@@ -184,8 +184,13 @@ def _assemble(repository: Repository, cid: str, fmt: str) -> Any:
 
 
 async def _round_trips(repository: Repository, build: Any) -> int:
-    """The `Sync`s one call of `build` sends, on `repository`'s only connection
-    (its statements prepared first: a first use parses apart)."""
+    """The `Sync`s one call of `build` sends, on `repository`'s only connection,
+    once it is steady: two calls first, since the first finds the batch the
+    window is in (a compacted one is not in batch 1, where a new storage
+    looks first) and the second prepares the statement for that batch (a
+    statement's first use on a connection is parsed in a round trip of its
+    own)."""
+    await build(0)
     await build(0)
     storage = repository.storage
     assert isinstance(storage, PostgresStorage)
