@@ -15,6 +15,7 @@ concurrency tests need real commits — and never see each other's rows.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
@@ -90,6 +91,20 @@ def _with_database(url: str, name: str) -> str:
 def _admin(url: str, sql: str) -> None:
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute(sql)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """`convo serve` run in-process configures the process's logging: its
+    handler writes to the `sys.stderr` of that moment, a test's capture,
+    closed when the test ends. Left in place, every later record became a
+    "Logging error" on a later test's stderr (a one-line CLI error read 243
+    lines). So the root logger is put back as it was after each test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
