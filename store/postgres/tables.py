@@ -148,8 +148,9 @@ batch_carried = Table(
     # payload build reads a compacted window from these rows alone, without
     # a look-up of each event. Events never change, so it cannot go stale;
     # it is kept for the members of the windows payload builds read (a
-    # batch operation fills the new batch's and clears the source batch's),
-    # bounded by the windows, not the history. NULL: the event is looked up.
+    # batch operation fills the new batch's and clears those of the batch
+    # the window leaves), bounded by the windows, not the history. NULL:
+    # the event is looked up.
     optional("body", JSON),
     optional("body_position", BigInteger),
     PrimaryKeyConstraint("conversation_id", "batch", "sort_key", name="pk_batch_carried"),
