@@ -62,8 +62,9 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 JSON_TYPE = "application/json"
 
 
-class _Fallback(Exception):
-    """The request is not one the lean path answers: FastAPI's handler will."""
+class Fallback(Exception):
+    """The request is not one the lean path answers: FastAPI's handler will.
+    Raised before anything was called (no key checked, nothing charged)."""
 
 
 Params = Callable[[Any, dict[str, Any]], None]
@@ -71,7 +72,7 @@ Params = Callable[[Any, dict[str, Any]], None]
 
 def _params(fields: list[ModelField]) -> Params | None:
     """What `request_params_to_args(fields, received)` does, raising
-    `_Fallback` on an error: for plain parameters (one value each, the common
+    `Fallback` on an error: for plain parameters (one value each, the common
     case), without its per-request look-ups of each field's annotation and
     aliases, which are taken here once."""
     if not fields:
@@ -87,7 +88,7 @@ def _params(fields: list[ModelField]) -> Params | None:
         def general(received: Any, values: dict[str, Any]) -> None:
             found, errors = request_params_to_args(fields, received)
             if errors:
-                raise _Fallback
+                raise Fallback
             values.update(found)
 
         return general
@@ -107,7 +108,7 @@ def _params(fields: list[ModelField]) -> Params | None:
                 loc=(where, key),
             )
             if errors:
-                raise _Fallback
+                raise Fallback
             values[field.name] = found
 
     return lean
@@ -153,8 +154,9 @@ def eligible(route: APIRoute) -> bool:
     )
 
 
-def lean_handler(route: APIRoute, fallback: Handler) -> Handler:
-    """`route`'s handler: the lean path for a request that validates, else `fallback`."""
+def lean_answer(route: APIRoute) -> Handler:
+    """`route`'s lean path: the answer to a request that validates; raises
+    `Fallback`, before anything was called, for any other request."""
     dependant = route.dependant
     call = dependant.call
     assert call is not None
@@ -183,26 +185,23 @@ def lean_handler(route: APIRoute, fallback: Handler) -> Handler:
             header_params(request.headers, values)
         if has_body:
             if request.headers.get("content-type", "").strip().lower() != JSON_TYPE:
-                raise _Fallback
+                raise Fallback
             if not await request.body():
-                raise _Fallback
+                raise Fallback
             try:
                 body = await request.json()
             except Exception:
-                raise _Fallback from None
+                raise Fallback from None
             found, errors = await request_body_to_args(dependant.body_params, body, embed)
             if errors:
-                raise _Fallback
+                raise Fallback
             values.update(found)
         return values
 
-    async def handle(request: Request) -> Response:
+    async def answer(request: Request) -> Response:
         if overrides is not None and getattr(overrides, "dependency_overrides", None):
-            return await fallback(request)
-        try:
-            values = await validated(request)
-        except _Fallback:
-            return await fallback(request)
+            raise Fallback
+        values = await validated(request)
         solved: dict[Any, Any] = {}
         for sub_call, name, request_name, use_cache in dependencies:
             if use_cache and sub_call in solved:
@@ -245,5 +244,17 @@ def lean_handler(route: APIRoute, fallback: Handler) -> Handler:
             response.body = b""
         response.headers.raw.extend(sub_response.headers.raw)
         return response
+
+    return answer
+
+
+def lean_handler(answer: Handler, fallback: Handler) -> Handler:
+    """A route's handler: its lean `answer` for a request that validates, else `fallback`."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await answer(request)
+        except Fallback:
+            return await fallback(request)
 
     return handle

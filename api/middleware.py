@@ -48,6 +48,7 @@ from starlette.middleware.gzip import GZipMiddleware, IdentityResponder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.consistency import CONSISTENCY_HEADER
+from api.direct import DirectRoutes, direct_routes
 from api.errors import BodyTooLarge, internal_error_response, log_unhandled, route_path
 from api.logging import request_id
 from api.metrics import Metrics, metric_route
@@ -229,6 +230,9 @@ class RequestEnvelope:
                 expose_headers=cors.expose_headers,
             )
         self.inner = inner
+        # Built at the first request, when the app's routes are all there.
+        self.direct: DirectRoutes | None = None
+        self.direct_built = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -315,12 +319,26 @@ class RequestEnvelope:
                 )
                 return
             with read_after(after) as consistency:
-                await self.app(scope, body, sending)
+                await self._routed(scope, body, sending)
         except Exception as error:
             log_unhandled(error, outer)
             if response_started:
                 raise  # half a response went out: only closing the connection is honest
             await internal_error_response()(outer, receive, send)
+
+    async def _routed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The route's answer: a lean route's from here (`api.direct`),
+        any other through the rest of FastAPI's stack."""
+        if not self.direct_built:
+            self.direct = direct_routes(scope.get("app"), self.app)
+            self.direct_built = True
+        routes = self.direct
+        found = None if routes is None else routes.find(scope)
+        if found is None:
+            await self.app(scope, receive, send)
+        else:
+            assert routes is not None
+            await routes.answer(found, scope, receive, send, self.app)
 
 
 def _counting(receive: Receive, limit: int) -> Receive:

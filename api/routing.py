@@ -39,7 +39,7 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from api.errors import CONVERSATION_ERRORS, WRITE_ERRORS, BodyRefused
-from api.fast_path import eligible, lean_handler
+from api.fast_path import Handler, eligible, lean_answer, lean_handler
 
 # Where orjson's integers and Python's may differ: past 18 digits.
 _LONG_NUMBER = re.compile(rb"[0-9]{19}")
@@ -114,8 +114,11 @@ class JSONRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        if eligible(self):
-            handler = lean_handler(self, handler)
+        # The lean path, which `api.direct` also calls straight from the
+        # request's envelope (None: this route has FastAPI's handler alone).
+        self.lean: Handler | None = lean_answer(self) if eligible(self) else None
+        if self.lean is not None:
+            handler = lean_handler(self.lean, handler)
 
         async def strict(request: Request) -> Response:
             return await handler(JSONRequest(request.scope, request.receive))
