@@ -24,9 +24,12 @@ bodies serialized with orjson before the clock starts.
   the expected version; vs `Repository.append_messages` of the same messages
   in this process (its pool the server's size, 10, opened as the server's: one
   connection, more when callers wait), vs raw async psycopg
-  `INSERT`+`COMMIT` of the same JSON (one connection per client). With one
-  worker the three take turns level by level; the 2-worker server runs
-  after it, against the same baselines.
+  `INSERT`+`COMMIT` of the same JSON (one connection per client), and (for
+  information) vs the floor app (`bench.http_floor`: a bare ASGI app under
+  the same uvicorn, one worker, that parses, validates and appends and does
+  nothing else: no key, no log line, no metrics). With one worker the four
+  take turns level by level; the 2-worker server runs after it, against
+  the same in-process and raw baselines.
 - payload build: `POST /conversations/{id}/assemble` (openai-chat) of a
   1,000-message conversation (one per client, built before), vs
   `Repository.assemble` in this process. The HTTP side also serializes and
@@ -110,6 +113,7 @@ OPEN_LOOP_CONVERSATIONS = 32
 MAX_IN_FLIGHT = 64
 SERVER_START_S = 90.0
 CONVO = [sys.executable, "-c", "from convo import main; main()"]
+FLOOR_SIDE = "http_floor"
 
 # What one request does: None when it got the answer it expects, else a label.
 Sender = Callable[[int], Awaitable[str | None]]
@@ -308,27 +312,33 @@ def free_port() -> int:
         return port
 
 
+# The floor side's server (bench.http_floor): uvicorn as `convo serve` runs it.
+FLOOR = [
+    sys.executable,
+    "-m",
+    "uvicorn",
+    "--factory",
+    "bench.http_floor:app",
+    "--no-access-log",
+    "--no-server-header",
+    "--log-level",
+    "warning",
+]
+
+
 @contextmanager
-def serving(url: str, workers: int, log: IO[str]) -> Iterator[Server]:
-    """`convo serve` on a free loopback port against `url`, until the block ends."""
+def serving(url: str, workers: int, log: IO[str], *, floor: bool = False) -> Iterator[Server]:
+    """`convo serve` (`floor`: the floor app) on a free loopback port against
+    `url`, until the block ends."""
     port = free_port()
     env = {**os.environ, "DATABASE_URL": url}
-    process = subprocess.Popen(
-        [
-            *CONVO,
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--no-migrate",
-        ],
-        env=env,
-        stdout=log,
-        stderr=log,
+    where = ["--host", "127.0.0.1", "--port", str(port)]
+    command = (
+        [*FLOOR, *where]
+        if floor
+        else [*CONVO, "serve", *where, "--workers", str(workers), "--no-migrate"]
     )
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S
@@ -551,9 +561,13 @@ class Sides:
     results: dict[str, dict[str, dict[str, Any]]] = field(
         default_factory=lambda: {"append": {}, "assemble": {}}
     )
+    floor: tuple[Client, int] | None = None  # the floor app's server: how to talk to it, its pid
 
     async def append(self, side: str, clients: int, http: Client, pid: int) -> None:
         cap = cap_for(side, clients)
+        if side == FLOOR_SIDE:
+            assert self.floor is not None
+            http, pid = self.floor
         if side == "raw":
             async with raw_appends(self.url, self.settings, clients, cap) as senders:
                 figures = await measured(closed_loop(senders, cap, WARMUP_S, WINDOW_S), None)
@@ -587,7 +601,10 @@ async def one_server(sides: Sides, server: Server, http: Client) -> dict[str, An
     turns with it on the first server; its open-loop figures."""
     http_side = f"http_{server.workers}w"
     first = server.workers == WORKERS[0]
-    compared = (("append", ["store", "raw"]), ("assemble", ["store", "store_diagnostics"]))
+    compared = (
+        ("append", ["store", "raw", *([FLOOR_SIDE] if sides.floor else [])]),
+        ("assemble", ["store", "store_diagnostics"]),
+    )
     for operation, baselines in compared:
         for turn, clients in enumerate(CONCURRENCY):
             for side in _rotated([http_side, *(baselines if first else [])], turn):
@@ -620,8 +637,10 @@ async def run(url: str, settings: Settings) -> dict[str, Any]:
             count = max(CONCURRENCY)
             print(f"{count} conversations of {ASSEMBLE_MESSAGES:,} messages ...", flush=True)
             sides = Sides(url, settings, repository, await long_conversations(repository, count))
-            with log_path.open("w") as log:
+            with log_path.open("w") as log, serving(url, 1, log, floor=True) as floor:
                 for workers in WORKERS:
+                    first = workers == WORKERS[0]
+                    sides.floor = (http_client(floor, key), floor.pid) if first else None
                     with serving(url, workers, log) as server:
                         http = http_client(server, key)
                         open_loops[f"http_{workers}w"] = await one_server(sides, server, http)
@@ -681,6 +700,7 @@ SIDE_NAMES = {
     "store": "repository, in-process",
     "store_diagnostics": "repository, in-process, diagnostics read",
     "raw": "raw psycopg INSERT+COMMIT",
+    "http_floor": "HTTP, the floor app",
 }
 
 
@@ -691,7 +711,7 @@ def table_rows(
     rows = []
     for operation, by_side in results.items():
         for clients in CONCURRENCY:
-            for side in ("http_1w", "http_2w", "store", "store_diagnostics", "raw"):
+            for side in ("http_1w", "http_2w", FLOOR_SIDE, "store", "store_diagnostics", "raw"):
                 entry = by_side.get(side, {}).get(str(clients))
                 if entry is None:
                     continue
@@ -724,6 +744,7 @@ def _row(operation: str, side: str, load: str, entry: dict[str, Any]) -> dict[st
 # Each row against its baseline: (what, the HTTP side, the baseline's side,
 # the figure compared, its unit, the baseline's name).
 IN_PROCESS, RAW = "repository in-process", "raw psycopg INSERT+COMMIT"
+FLOOR_NAME = "the floor app, 1 worker"
 COMPARED_ROWS = (
     ("append", "1 worker (median)", "http_1w", "store", "median_ms", "ms", IN_PROCESS),
     ("append", "1 worker (median, vs raw)", "http_1w", "raw", "median_ms", "ms", RAW),
@@ -744,6 +765,25 @@ COMPARED_ROWS = (
         "requests_per_s",
         "requests/s",
         IN_PROCESS,
+    ),
+    ("append", "the floor app (median)", "http_floor", "store", "median_ms", "ms", IN_PROCESS),
+    (
+        "append",
+        "the floor app (share of in-process)",
+        "http_floor",
+        "store",
+        "requests_per_s",
+        "requests/s",
+        IN_PROCESS,
+    ),
+    (
+        "append",
+        "1 worker vs the floor app (median)",
+        "http_1w",
+        "http_floor",
+        "median_ms",
+        "ms",
+        FLOOR_NAME,
     ),
     ("assemble", "1 worker (median)", "http_1w", "store", "median_ms", "ms", IN_PROCESS),
     (
