@@ -6,8 +6,8 @@ puts four layers and a router: its body-limit and exception-telemetry
 layers, Starlette's exception middleware, FastAPI's exit-stack middleware,
 the router's walk over the routes, then the route's own wrappers (two
 exit stacks and an exception wrapper). Each is a coroutine per request,
-most with a wrapped `send`; for an append they were a sixth of the
-server's CPU (docs/http-api.md, "Speed").
+most with a wrapped `send`; skipping them took about a tenth of an HTTP
+append's instructions (docs/http-api.md, "Speed", fourth round).
 
 A request to a route with a lean path (`api.fast_path`, a route whose
 every part the lean path handles) is answered here instead:
