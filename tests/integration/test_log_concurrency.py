@@ -33,6 +33,7 @@ from store.postgres import PostgresStorage
 from store.postgres.storage import _WriteSession
 from store.repository import DEFAULT_TENANT, Appended, Repository
 from store.repository.port import PLAIN_WRITE, WriteOptions
+from tests.busy import retried_while_busy
 from tests.integration.conftest import own_head, read_feed_until, settled_head, texts, user
 
 pytestmark = pytest.mark.slow
@@ -81,8 +82,11 @@ async def test_sixteen_writers_on_one_conversation_lose_and_duplicate_nothing(
                 version = (await repository.get_conversation(cid)).version
                 try:
                     appended.append(
-                        await repository.append_messages(
-                            cid, [user(f"{w}:{i}")], expected_version=version
+                        await retried_while_busy(
+                            repository.append_messages,
+                            cid,
+                            [user(f"{w}:{i}")],
+                            expected_version=version,
                         )
                     )
                     break

@@ -23,6 +23,7 @@ from store.domain.messages import Message, ToolCall
 from store.postgres import PostgresStorage
 from store.postgres.urls import libpq_url
 from store.repository import Repository
+from tests.busy import retried_while_busy
 
 
 @pytest_asyncio.fixture
@@ -113,7 +114,7 @@ async def test_two_processes_appending_to_one_conversation_lose_nothing(
 
     async def writer(repo: Repository, name: str) -> None:
         for i in range(per_writer):
-            await repo.append_messages(cid, [user(f"{name}{i}")])
+            await retried_while_busy(repo.append_messages, cid, [user(f"{name}{i}")])
 
     await asyncio.gather(
         *(
