@@ -333,12 +333,10 @@ class RequestEnvelope:
             self.direct = direct_routes(scope.get("app"), self.app)
             self.direct_built = True
         routes = self.direct
-        found = None if routes is None else routes.find(scope)
-        if found is None:
-            await self.app(scope, receive, send)
-        else:
-            assert routes is not None
+        if routes is not None and (found := routes.find(scope)) is not None:
             await routes.answer(found, scope, receive, send, self.app)
+        else:
+            await self.app(scope, receive, send)
 
 
 def _counting(receive: Receive, limit: int) -> Receive:

@@ -28,6 +28,19 @@ BASE_URL = "http://convo.test"
 MakeKey = Callable[[str], Awaitable[str]]
 
 
+def in_memory_app(settings: Settings) -> tuple[FastAPI, MemoryKeys]:
+    """The app on a fresh in-memory storage, with keys made in memory
+    (read-only ones too), for tests that need no backend of their own."""
+    keys = MemoryKeys()
+    services = Services(
+        storage=MemoryStorage(),
+        tenant_for_key=keys.tenant_for_key,
+        grant_for_key=keys.grant_for_key,
+        limits=Limits(),
+    )
+    return create_app(settings, services=services), keys
+
+
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 

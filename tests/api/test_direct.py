@@ -18,15 +18,11 @@ import pytest
 from fastapi import FastAPI
 from starlette.middleware.exceptions import ExceptionMiddleware
 
-from api.app import create_app
-from api.deps import Services
 from api.direct import direct_routes
 from api.middleware import RequestEnvelope
-from hosting.keys import READ_ONLY, MemoryKeys
+from hosting.keys import READ_ONLY
 from hosting.settings import Settings
-from store.domain.commands import Limits
-from store.memory import MemoryStorage
-from tests.api.conftest import BASE_URL
+from tests.api.conftest import BASE_URL, in_memory_app
 
 JSON = {"Content-Type": "application/json"}
 WITH_CHARSET = {"Content-Type": "application/json; charset=utf-8"}
@@ -85,14 +81,7 @@ _VARYING_HEADERS = {"date"}
 
 
 async def _answers(direct: bool) -> list[tuple[int, list[tuple[str, str]], bytes]]:
-    keys = MemoryKeys()
-    services = Services(
-        storage=MemoryStorage(),
-        tenant_for_key=keys.tenant_for_key,
-        grant_for_key=keys.grant_for_key,
-        limits=Limits(),
-    )
-    app = create_app(Settings(), services=services)
+    app, keys = in_memory_app(Settings())
     sent = {
         "write": keys.create("acme", "tests"),
         "read-only": keys.create("acme", "tests", scope=READ_ONLY),
@@ -150,12 +139,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 async def test_a_lean_route_skips_the_stack_and_a_fallback_takes_it(counted: list[str]) -> None:
-    keys = MemoryKeys()
-    services = Services(
-        storage=MemoryStorage(), tenant_for_key=keys.tenant_for_key, limits=Limits()
-    )
+    app, keys = in_memory_app(Settings())
     headers = {"Authorization": f"Bearer {keys.create('acme', 'tests')}", **JSON}
-    async with _client(create_app(Settings(), services=services)) as client:
+    async with _client(app) as client:
         created = await client.post("/conversations", content=b'{"id": "c1"}', headers=headers)
         appended = await client.post("/conversations/c1/messages", content=MESSAGE, headers=headers)
         assert (created.status_code, appended.status_code) == (201, 201)
@@ -174,16 +160,13 @@ async def test_a_lean_route_skips_the_stack_and_a_fallback_takes_it(counted: lis
 async def test_an_error_no_handler_takes_is_the_catch_alls_500(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    keys = MemoryKeys()
-    services = Services(
-        storage=MemoryStorage(), tenant_for_key=keys.tenant_for_key, limits=Limits()
-    )
+    app, keys = in_memory_app(Settings())
     headers = {"Authorization": f"Bearer {keys.create('acme', 'tests')}", **JSON}
 
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    async with _client(create_app(Settings(), services=services)) as client:
+    async with _client(app) as client:
         await client.post("/conversations", content=b'{"id": "c1"}', headers=headers)
         monkeypatch.setattr("store.repository.Repository.append_messages", broken)
         response = await client.post("/conversations/c1/messages", content=MESSAGE, headers=headers)

@@ -23,7 +23,7 @@ from hosting.keys import READ_ONLY, KeyLookup, MemoryKeys, create_key, list_keys
 from hosting.settings import Settings
 from store.domain.commands import Limits
 from store.memory import MemoryStorage
-from tests.api.conftest import BASE_URL, auth, brief
+from tests.api.conftest import BASE_URL, auth, brief, in_memory_app
 
 METHODS = ("get", "put", "post", "patch", "delete")
 # A value for each path parameter: the routes' checks run after the key's.
@@ -54,14 +54,7 @@ def _writes(method: str, operation_id: str) -> bool:
 
 @pytest_asyncio.fixture
 async def memory_app() -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, Any], MemoryKeys]]:
-    keys = MemoryKeys()
-    services = Services(
-        storage=MemoryStorage(),
-        tenant_for_key=keys.tenant_for_key,
-        grant_for_key=keys.grant_for_key,
-        limits=Limits(),
-    )
-    app = create_app(Settings.from_env(), services=services)
+    app, keys = in_memory_app(Settings.from_env())
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
         yield client, app.openapi(), keys
